@@ -1,0 +1,203 @@
+"""Loaders for the plain-text catalogs in `data/`: GPUs, models and acceptance priors.
+
+Each row becomes a frozen dataclass from `simulator.specs`; a bad row raises
+`InputError` naming the file, the row and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import typing
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import InputError
+from simulator.specs import GPUSpec, ModelSpec
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+GPUS_CSV = DATA_DIR / "gpus.csv"
+MODELS_CSV = DATA_DIR / "models.csv"
+PRIORS_CSV = DATA_DIR / "acceptance_priors.csv"
+
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no", ""}
+
+
+def _read_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            rows = [(i + 2, row) for i, row in enumerate(reader)]
+            header = reader.fieldnames or []
+    except FileNotFoundError:
+        raise InputError("file not found", file=str(path)) from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"not a readable CSV file ({exc})", file=str(path)) from None
+    if not header:
+        raise InputError("empty file, expected a header row", file=str(path))
+    return rows
+
+
+def _convert(value: str | None, typ: Any, *, required: bool, file: str, row: int, field: str):
+    text = (value or "").strip()
+    if text == "":
+        if required:
+            raise InputError("is empty but required", file=file, row=row, field=field)
+        return None
+    if typ is bool:
+        low = text.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise InputError(f"'{text}' is not true/false", file=file, row=row, field=field)
+    if typ in (int, float):
+        try:
+            number = float(text)
+        except ValueError:
+            raise InputError(f"'{text}' is not a number", file=file, row=row, field=field) from None
+        if not math.isfinite(number) or number < 0:
+            raise InputError(
+                f"{text} must be a finite number >= 0", file=file, row=row, field=field
+            )
+        if typ is int:
+            if number != int(number):
+                raise InputError(f"{text} must be a whole number", file=file, row=row, field=field)
+            return int(number)
+        return number
+    return text
+
+
+def _scalar_type(hint: Any) -> type:
+    """The scalar type of a field annotation: `float | None` -> float."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if args else hint
+
+
+def _load(path: Path, cls: type, required: set[str]) -> dict[str, Any]:
+    file = str(path)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = {
+        name: (
+            bool
+            if "bool" in str(f.type)
+            else int
+            if str(f.type).startswith("int")
+            else float
+            if "float" in str(f.type)
+            else str
+        )
+        for name, f in fields.items()
+    }
+    out: dict[str, Any] = {}
+    for row_no, row in _read_rows(path):
+        missing = required - {k for k in row if k}
+        if missing:
+            raise InputError(
+                f"missing column(s) {sorted(missing)}", file=file, row=1, field=sorted(missing)[0]
+            )
+        kwargs = {}
+        for name in fields:
+            if name not in row:
+                continue
+            value = _convert(
+                row[name], hints[name], required=name in required, file=file, row=row_no, field=name
+            )
+            if value is not None:
+                kwargs[name] = value
+        ident = kwargs["id"]
+        if ident in out:
+            raise InputError(f"duplicate id '{ident}'", file=file, row=row_no, field="id")
+        out[ident] = cls(**kwargs)
+    return out
+
+
+_GPU_REQUIRED = {
+    "id",
+    "name",
+    "memory_gb",
+    "hbm_bandwidth_gbps",
+    "bf16_tflops",
+    "interconnect_gbps",
+}
+_MODEL_REQUIRED = {
+    "id",
+    "tokenizer",
+    "total_params",
+    "active_params",
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+}
+
+
+def load_gpus(path: str | Path = GPUS_CSV) -> dict[str, GPUSpec]:
+    """GPU catalog keyed by id. Raises `InputError` on a bad row."""
+    gpus = _load(Path(path), GPUSpec, _GPU_REQUIRED)
+    for row_no, gpu in enumerate(gpus.values(), start=2):
+        for name in ("memory_gb", "hbm_bandwidth_gbps", "bf16_tflops"):
+            if getattr(gpu, name) <= 0:
+                raise InputError("must be > 0", file=str(path), row=row_no, field=name)
+    return gpus
+
+
+def load_models(path: str | Path = MODELS_CSV) -> dict[str, ModelSpec]:
+    """Model catalog keyed by id. Raises `InputError` on a bad or inconsistent row."""
+    models = _load(Path(path), ModelSpec, _MODEL_REQUIRED)
+    file = str(path)
+    for row_no, m in enumerate(models.values(), start=2):
+        for name in (
+            "total_params",
+            "active_params",
+            "num_layers",
+            "hidden_size",
+            "num_attention_heads",
+            "num_kv_heads",
+            "head_dim",
+            "vocab_size",
+        ):
+            if getattr(m, name) <= 0:
+                raise InputError("must be > 0", file=file, row=row_no, field=name)
+        if m.active_params > m.total_params:
+            raise InputError("exceeds total_params", file=file, row=row_no, field="active_params")
+        if m.num_attention_heads % m.num_kv_heads:
+            raise InputError(
+                f"{m.num_attention_heads} heads are not a multiple of {m.num_kv_heads} KV heads",
+                file=file,
+                row=row_no,
+                field="num_kv_heads",
+            )
+        if m.is_moe and not (0 < m.experts_per_token <= m.num_experts):
+            raise InputError(
+                "must be in 1..num_experts for an MoE model",
+                file=file,
+                row=row_no,
+                field="experts_per_token",
+            )
+        if m.is_moe and m.moe_intermediate_size <= 0:
+            raise InputError(
+                "must be > 0 for an MoE model", file=file, row=row_no, field="moe_intermediate_size"
+            )
+    return models
+
+
+@cache
+def default_gpus() -> dict[str, GPUSpec]:
+    return load_gpus()
+
+
+@cache
+def default_models() -> dict[str, ModelSpec]:
+    return load_models()
+
+
+def load_acceptance_priors(path: str | Path = PRIORS_CSV) -> list[dict[str, str]]:
+    """Published acceptance figures per workload and method, as rows of strings."""
+    return [row for _, row in _read_rows(Path(path))]

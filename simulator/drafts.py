@@ -1,0 +1,156 @@
+"""What each speculation method costs: draft parameters, draft KV per token, draft time.
+
+- draft_model: a separate small model of the same tokenizer, K autoregressive steps.
+- eagle: a head of about one decoder layer of the target plus a 2H->H fusion layer,
+  sharing the target's embedding and LM head; K autoregressive steps.
+- mtp: DeepSeek's multi-token-prediction module, one full target layer (its experts
+  included) plus the 2H->H projection; K autoregressive steps.
+- medusa: K heads (a residual H x H block and an H x V LM head each) that all run once
+  per step from the target's last hidden state.
+- ngram: prompt lookup on the CPU; no GPU parameters, cache or time.
+Sizes are parameter counts, bytes and milliseconds; arrays broadcast per scenario.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.defaults import DEFAULTS, ModelDefaults
+from simulator.latency import (
+    Hardware,
+    ModelArrays,
+    get_allreduce_ms,
+    get_experts_touched,
+    get_kv_share_per_gpu,
+    get_model_step_ms,
+    get_roofline_ms,
+)
+from simulator.specs import METHODS
+
+
+def method_masks(method) -> dict[str, np.ndarray]:
+    """Boolean mask per method name; pass the dict itself to skip recomputing it."""
+    if isinstance(method, dict):
+        return method
+    method = np.asarray(method)
+    return {name: method == name for name in METHODS}
+
+
+def _layer_shared_params(t: ModelArrays) -> np.ndarray:
+    """Per-layer parameters every token reads (attention, norms, dense or shared MLP)."""
+    body = np.where(t.num_experts > 0, t.always_active_params, t.total_params)
+    return (body - t.embedding_params) / t.num_layers
+
+
+def get_head_params(method, t: ModelArrays, k) -> np.ndarray:
+    """Parameters a self-speculative head adds to the deployment (0 for other methods)."""
+    m = method_masks(method)
+    h = t.hidden_size
+    fusion = 2.0 * h * h
+    # On an MoE target the EAGLE head still carries a dense MLP of the target's width.
+    eagle = (
+        _layer_shared_params(t)
+        + np.where(t.num_experts > 0, 3.0 * h * t.intermediate_size, 0.0)
+        + fusion
+    )
+    mtp = _layer_shared_params(t) + t.num_experts * t.params_per_expert + fusion
+    medusa = np.asarray(k, dtype=float) * (h * h + h * t.vocab_size)
+    return np.select([m["eagle"], m["mtp"], m["medusa"]], [eagle, mtp, medusa], 0.0)
+
+
+def get_draft_params(method, t: ModelArrays, d: ModelArrays, k) -> np.ndarray:
+    """Parameters the speculation method adds to GPU memory."""
+    m = method_masks(method)
+    return np.where(m["draft_model"], d.total_params, get_head_params(m, t, k))
+
+
+def get_draft_kv_bytes_per_token(method, t: ModelArrays, d: ModelArrays, kv_bytes):
+    """Bytes of draft KV cache per token of context (whole model, before TP sharding)."""
+    m = method_masks(method)
+    full_draft = d.num_layers * d.kv_values_per_token_per_layer * kv_bytes
+    one_target_layer = t.kv_values_per_token_per_layer * kv_bytes
+    return np.select(
+        [m["draft_model"], m["eagle"] | m["mtp"]],
+        [full_draft, one_target_layer],
+        0.0,
+    )
+
+
+def get_draft_step_ms(
+    method,
+    t: ModelArrays,
+    d: ModelArrays,
+    hw: Hardware,
+    batch,
+    context_len,
+    weight_bytes,
+    kv_bytes,
+    k,
+    d_defaults: ModelDefaults = DEFAULTS,
+    draft_model_step_ms=None,
+    head_overhead_ms=None,
+):
+    """Time in ms the draft spends per speculative step (all K proposals together).
+
+    `draft_model_step_ms`, when given, replaces the roofline of one draft-model decode
+    step (a measured profile supplies it); `head_overhead_ms` the fixed cost of one head
+    forward (default: the draft forward overhead).
+    """
+    head_overhead = (
+        d_defaults.draft_forward_overhead_ms
+        if head_overhead_ms is None
+        else np.asarray(head_overhead_ms)
+    )
+    m = method_masks(method)
+    k = np.asarray(k, dtype=float)
+    b = np.asarray(batch, dtype=float)
+    one_step = draft_model_step_ms
+    if one_step is None:
+        one_step = get_model_step_ms(
+            d,
+            hw,
+            b,
+            1.0,
+            context_len,
+            weight_bytes,
+            kv_bytes,
+            d_defaults.draft_forward_overhead_ms,
+            d_defaults,
+        )
+    tp = np.asarray(hw.num_gpus, dtype=float)
+    h = t.hidden_size
+    lm_head = t.vocab_size * h
+    experts = get_experts_touched(t.num_experts, t.experts_per_token, b)
+    head_layer = np.where(
+        m["mtp"],
+        _layer_shared_params(t) + experts * t.params_per_expert,
+        get_head_params("eagle", t, k) - 2.0 * h * h,
+    )
+    head_params = head_layer + 2.0 * h * h + lm_head
+    head_kv = (b * np.asarray(context_len) + b) * t.kv_values_per_token_per_layer * kv_bytes
+    head_bytes = head_params * weight_bytes / tp + head_kv * get_kv_share_per_gpu(t, tp)
+    head_flops = (
+        2.0 * head_params * b
+        + 4.0 * b * np.asarray(context_len) * t.num_attention_heads * t.head_dim
+    ) / tp
+    head_step = (
+        get_roofline_ms(head_bytes, head_flops, hw.bw_gbps, hw.tflops, d_defaults)
+        + get_allreduce_ms(tp, 2.0, b, h, hw.link_gbps, d_defaults)
+        + head_overhead
+    )
+    medusa_params = k * (h * h + lm_head)
+    medusa_step = (
+        get_roofline_ms(
+            medusa_params * weight_bytes / tp,
+            2.0 * medusa_params * b / tp,
+            hw.bw_gbps,
+            hw.tflops,
+            d_defaults,
+        )
+        + head_overhead
+    )
+    return np.select(
+        [m["draft_model"], m["eagle"] | m["mtp"], m["medusa"]],
+        [k * one_step, k * head_step, medusa_step],
+        0.0,
+    )

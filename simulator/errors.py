@@ -1,0 +1,25 @@
+"""The one error type that input validation raises: it names where the problem is."""
+
+from __future__ import annotations
+
+
+class InputError(ValueError):
+    """Bad user input: a catalog row, a scenario cell, a profile field.
+
+    The message names the file, the row (1-based, as a spreadsheet shows it, header = row 1)
+    and the field, and says what would be valid.
+    """
+
+    def __init__(self, message: str, *, file: str = "", row: int | None = None, field: str = ""):
+        self.file = file
+        self.row = row
+        self.field = field
+        where = []
+        if file:
+            where.append(str(file))
+        if row is not None:
+            where.append(f"row {row}")
+        if field:
+            where.append(f"field '{field}'")
+        self.bare_message = message
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)

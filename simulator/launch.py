@@ -1,0 +1,133 @@
+"""Launch configurations in the engines' own forms: vLLM and SGLang command lines, vLLM's
+per-batch-size speculative tokens and TensorRT-LLM's `draft_len_schedule`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from simulator.specs import ModelSpec
+
+_VLLM_METHOD = {
+    "draft_model": "draft_model",
+    "eagle": "eagle",
+    "medusa": "medusa",
+    "mtp": "mtp",
+    "ngram": "ngram",
+}
+_SGLANG_ALGO = {"eagle": "EAGLE", "draft_model": "STANDALONE", "mtp": "EAGLE", "ngram": "NGRAM"}
+
+
+def _repo(model: ModelSpec | None, fallback: str) -> str:
+    return model.hf_repo if model is not None and model.hf_repo else fallback
+
+
+def vllm_schedule(ranges: list[tuple[int, int, int]]) -> list[list[int]]:
+    """vLLM `num_speculative_tokens_per_batch_size`: [[lo, hi, k], ...] batch ranges."""
+    return [[int(lo), int(hi), int(k)] for lo, hi, k in ranges]
+
+
+def trtllm_draft_len_schedule(ranges: list[tuple[int, int, int]]) -> dict[int, int]:
+    """TensorRT-LLM `draft_len_schedule`: {batch size upper bound: draft length}."""
+    return {int(hi): int(k) for _, hi, k in ranges}
+
+
+def vllm_command(
+    *,
+    target: ModelSpec,
+    method: str,
+    k: int,
+    num_gpus: int,
+    gpu_memory_utilization: float,
+    max_model_len: int,
+    max_num_seqs: int,
+    draft: ModelSpec | None = None,
+    head_repo: str = "",
+    kv_dtype: str = "bf16",
+    weight_dtype: str = "bf16",
+    ranges: list[tuple[int, int, int]] | None = None,
+) -> str:
+    """`vllm serve` with `--speculative-config` JSON for exactly this deployment."""
+    args = [
+        "vllm",
+        "serve",
+        _repo(target, target.id),
+        "--tensor-parallel-size",
+        str(num_gpus),
+        "--gpu-memory-utilization",
+        f"{gpu_memory_utilization:g}",
+        "--max-model-len",
+        str(max_model_len),
+        "--max-num-seqs",
+        str(max_num_seqs),
+    ]
+    if weight_dtype == "fp8":
+        args += ["--quantization", "fp8"]
+    if kv_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8"]
+    if method != "none" and k > 0:
+        spec: dict = {"method": _VLLM_METHOD[method], "num_speculative_tokens": int(k)}
+        if method == "draft_model":
+            spec["model"] = _repo(draft, draft.id if draft else "<draft>")
+        elif method in ("eagle", "medusa"):
+            spec["model"] = head_repo or f"<{method} head for {target.id}>"
+        elif method == "ngram":
+            spec.update(prompt_lookup_min=2, prompt_lookup_max=5)
+        if ranges and any(r[2] != k for r in ranges):
+            spec["num_speculative_tokens_per_batch_size"] = vllm_schedule(ranges)
+        args += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def sglang_command(
+    *,
+    target: ModelSpec,
+    method: str,
+    k: int,
+    num_gpus: int,
+    gpu_memory_utilization: float,
+    max_model_len: int,
+    max_num_seqs: int,
+    draft: ModelSpec | None = None,
+    head_repo: str = "",
+    kv_dtype: str = "bf16",
+) -> str:
+    """`python -m sglang.launch_server` for this deployment (chain drafts: topk 1)."""
+    args = [
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        _repo(target, target.id),
+        "--tp",
+        str(num_gpus),
+        "--mem-fraction-static",
+        f"{gpu_memory_utilization:g}",
+        "--context-length",
+        str(max_model_len),
+        "--max-running-requests",
+        str(max_num_seqs),
+    ]
+    if kv_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8_e4m3"]
+    if method in _SGLANG_ALGO and k > 0:
+        args += [
+            "--speculative-algorithm",
+            _SGLANG_ALGO[method],
+            "--speculative-num-steps",
+            str(k),
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            str(k + 1),
+        ]
+        if method == "draft_model":
+            args += ["--speculative-draft-model-path", _repo(draft, draft.id if draft else "")]
+        elif method == "eagle":
+            args += ["--speculative-draft-model-path", head_repo or f"<eagle head for {target.id}>"]
+    elif method == "medusa":
+        return "# SGLang has no Medusa support; use vLLM or TensorRT-LLM\n" + " ".join(
+            shlex.quote(a) for a in args
+        )
+    return " ".join(shlex.quote(a) for a in args)

@@ -1,0 +1,152 @@
+"""The sizer: best K per batch, the break-even batch, the largest batch under an SLO, and
+the cheapest configuration for a demand. One `predict` call over a (K, batch) grid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from simulator import economics
+from simulator.errors import InputError
+from simulator.predict import predict
+from simulator.sweep import build_grid
+
+DEFAULT_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+"""Batch sizes an engine's CUDA-graph capture list covers, 1 to vLLM's max_num_seqs x2."""
+
+
+@dataclass(frozen=True)
+class SizingResult:
+    """Everything the sizer decided, with the grid it decided from."""
+
+    grid: pd.DataFrame
+    """One row per (K, batch): the full prediction table; K=0 is speculation off."""
+    best: pd.DataFrame
+    """One row per batch: best_k, best speedup, TPOT, throughput, fits, meets_slo."""
+    break_even_batch: int | None
+    """Smallest batch at which no K > 0 beats the baseline (None: speculation always pays)."""
+    max_batch_under_slo: dict[int, int | None]
+    """Per K, the largest batch that meets the SLO and fits in memory."""
+    choice: dict | None
+    """Cheapest (K, batch) meeting SLO and memory, with replicas and monthly cost."""
+    baseline_choice: dict | None
+    """The same search restricted to K=0, for the saving."""
+
+
+def _acceptance_cols(base: dict) -> dict:
+    return {
+        c: base[c]
+        for c in ("acceptance_rate", "mean_accepted_tokens", "acceptance_per_position")
+        if base.get(c) not in (None, "")
+    }
+
+
+def size(
+    base: dict,
+    *,
+    k_max: int = 8,
+    batches=DEFAULT_BATCHES,
+    slo_tpot_ms: float | None = None,
+    slo_tok_s_per_user: float | None = None,
+    demand_tok_s: float = 0.0,
+    **predict_kwargs,
+) -> SizingResult:
+    """Size a deployment for one (target, method, draft, GPU) choice.
+
+    `base` holds scenario columns (acceptance included); K runs 0..k_max and batch over
+    `batches`. A mean_accepted_tokens figure only holds for the K it was measured at, so
+    it is converted to the equivalent i.i.d. alpha before sweeping K.
+    """
+    if k_max < 0 or k_max > 16:
+        raise InputError(f"{k_max} must be in 0..16", field="k_max")
+    batches = sorted({int(b) for b in batches})
+    if not batches or batches[0] < 1:
+        raise InputError("batch sizes must be positive integers", field="batches")
+    base = dict(base)
+    acc = _acceptance_cols(base)
+    if "mean_accepted_tokens" in acc:
+        from simulator.acceptance import alpha_from_tau
+
+        k_given = int(base.get("k") or 3)
+        acc = {"acceptance_rate": float(alpha_from_tau(acc["mean_accepted_tokens"], k_given))}
+    for c in ("acceptance_rate", "mean_accepted_tokens", "acceptance_per_position", "k"):
+        base.pop(c, None)
+    method = base.get("method", "none")
+    off = build_grid({**base, "method": "none", "draft": ""}, k=[0], batch_size=batches)
+    frames = [off]
+    if method != "none" and k_max >= 1:
+        frames.append(build_grid({**base, **acc}, k=list(range(1, k_max + 1)), batch_size=batches))
+    grid = predict(pd.concat(frames, ignore_index=True), **predict_kwargs)
+    tpot = grid["spec_tpot_ms"].to_numpy()
+    per_user = 1e3 / tpot
+    meets = np.ones(len(grid), dtype=bool)
+    if slo_tpot_ms is not None:
+        meets &= tpot <= slo_tpot_ms
+    if slo_tok_s_per_user is not None:
+        meets &= per_user >= slo_tok_s_per_user
+    grid["meets_slo"] = meets
+    grid["usable"] = meets & grid["fits"].to_numpy(dtype=bool)
+
+    idx = grid.groupby("batch_size")["spec_tok_s"].idxmax()
+    best = grid.loc[
+        idx, ["batch_size", "k", "speedup", "spec_tpot_ms", "spec_tok_s", "fits", "meets_slo"]
+    ].rename(columns={"k": "best_k"})
+    best = best.sort_values("batch_size").reset_index(drop=True)
+    spec_rows = grid[grid["k"] > 0]
+    break_even = None
+    if len(spec_rows):
+        top = spec_rows.groupby("batch_size")["speedup"].max().sort_index()
+        losing = top[top <= 1.0]
+        break_even = int(losing.index[0]) if len(losing) else None
+
+    max_batch: dict[int, int | None] = {}
+    for k, rows in grid.groupby("k"):
+        ok = rows[rows["usable"]]
+        max_batch[int(k)] = int(ok["batch_size"].max()) if len(ok) else None
+
+    def cheapest(rows: pd.DataFrame) -> dict | None:
+        ok = rows[rows["usable"]]
+        if not len(ok):
+            return None
+        row = ok.loc[ok["spec_tok_s"].idxmax()]
+        replicas = float(economics.get_replicas_needed(demand_tok_s, row["spec_tok_s"]))
+        gpus = int(row["num_gpus"])
+        monthly = float(economics.get_monthly_cost(row["gpu_hourly_usd"], gpus, replicas))
+        return {
+            "k": int(row["k"]),
+            "batch_size": int(row["batch_size"]),
+            "tok_s_per_replica": float(row["spec_tok_s"]),
+            "tpot_ms": float(row["spec_tpot_ms"]),
+            "replicas": int(replicas),
+            "gpus": int(replicas) * gpus,
+            "monthly_cost_usd": monthly,
+            "cost_per_mtok": float(row["cost_per_mtok_spec"]),
+        }
+
+    return SizingResult(
+        grid=grid,
+        best=best,
+        break_even_batch=break_even,
+        max_batch_under_slo=max_batch,
+        choice=cheapest(grid),
+        baseline_choice=cheapest(grid[grid["k"] == 0]),
+    )
+
+
+def schedule_ranges(best: pd.DataFrame) -> list[tuple[int, int, int]]:
+    """Best K per batch as contiguous [lo, hi, k] ranges covering 1..largest batch.
+
+    A grid point's K holds from just above the previous grid point up to that point.
+    """
+    ranges: list[list[int]] = []
+    lo = 1
+    for b, k in zip(best["batch_size"].astype(int), best["best_k"].astype(int), strict=True):
+        if ranges and ranges[-1][2] == k:
+            ranges[-1][1] = b
+        else:
+            ranges.append([lo, b, k])
+        lo = b + 1
+    return [tuple(r) for r in ranges]

@@ -1,0 +1,145 @@
+"""The analytic model against hand-computed answers, physical limits and the crossover."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulator import predict
+from simulator.catalog import default_gpus, default_models
+from simulator.memory import get_kv_bytes_per_token
+from simulator.specs import DTYPE_BYTES
+
+
+def _one(**row):
+    return predict(pd.DataFrame([row])).iloc[0]
+
+
+def test_kv_bytes_llama_3_3_70b_bf16():
+    # 2 (K and V) * 80 layers * 8 KV heads * 128 head dim * 2 bytes = 327,680
+    m = default_models()["llama-3.3-70b"]
+    assert get_kv_bytes_per_token(m, "bf16") == 327_680
+    assert _one(target="llama-3.3-70b", gpu="h100-sxm", num_gpus=4)["kv_bytes_per_token"] == 327_680
+
+
+def test_kv_bytes_deepseek_v3_mla():
+    # MLA caches kv_lora_rank 512 + rope dim 64 per layer: 61 * 576 * 2 bytes = 70,272
+    m = default_models()["deepseek-v3"]
+    assert get_kv_bytes_per_token(m, "bf16") == 61 * 576 * 2
+
+
+def test_speedup_approaches_but_never_exceeds_tau_at_batch_1():
+    # n-gram drafts cost nothing on the GPU; at batch 1 verifying K+1 tokens is still
+    # memory-bound, so the speedup comes within a few percent of tau and never above.
+    row = _one(
+        target="llama-3.1-8b",
+        gpu="h100-sxm",
+        method="ngram",
+        k=4,
+        acceptance_rate=0.8,
+        batch_size=1,
+    )
+    assert row["tau"] == pytest.approx(3.3616)
+    assert row["speedup"] <= row["tau"]
+    assert row["speedup"] > 0.9 * row["tau"]
+
+
+def test_baseline_never_beats_bandwidth_over_weights():
+    gpus, models = default_gpus(), default_models()
+    rows = [
+        dict(target=t, gpu=g, batch_size=1, weight_dtype=w)
+        for t in ("llama-3.2-1b", "llama-3.1-8b", "qwen2.5-32b", "mistral-nemo-12b")
+        for g in ("h100-sxm", "a100-80gb", "l40s", "h200")
+        for w in ("bf16", "fp8")
+    ]
+    out = predict(pd.DataFrame(rows))
+    for _, r in out.iterrows():
+        limit = (
+            gpus[r["gpu"]].hbm_bandwidth_gbps
+            * 1e9
+            / (models[r["target"]].total_params * DTYPE_BYTES[r["weight_dtype"]])
+        )
+        assert r["baseline_tok_s"] <= limit
+
+
+def test_70b_tp4_speedup_falls_with_batch_and_crosses_below_one():
+    batches = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    table = pd.DataFrame(
+        [
+            dict(
+                target="llama-3.3-70b",
+                gpu="h100-sxm",
+                num_gpus=4,
+                method="draft_model",
+                draft="llama-3.2-1b",
+                k=5,
+                acceptance_rate=0.7,
+                batch_size=b,
+                prompt_len=512,
+                output_len=256,
+            )
+            for b in batches
+        ]
+    )
+    out = predict(table)
+    speedup = out["speedup"].to_numpy()
+    assert speedup[0] > 1.5
+    assert np.all(np.diff(speedup) < 0), speedup
+    assert speedup[-1] < 1.0
+    crossover = int(out.loc[out["speedup"] < 1.0, "batch_size"].iloc[0])
+    print(f"crossover batch for 70B/1B K=5 alpha=0.7 on 4xH100: {crossover}")
+    assert 8 <= crossover <= 512
+    assert "slower than the baseline" in out["warnings"].iloc[-1]
+
+
+def test_moe_verification_reads_more_experts():
+    base = dict(
+        target="deepseek-v3",
+        gpu="h200",
+        num_gpus=8,
+        weight_dtype="fp8",
+        method="mtp",
+        acceptance_rate=0.85,
+        batch_size=4,
+    )
+    k1 = _one(**base, k=1)
+    k4 = _one(**base, k=4)
+    # More verify tokens touch more of the 256 experts: the verify step costs more.
+    assert k4["verify_step_ms"] > k1["verify_step_ms"]
+
+
+def test_draft_costs_memory_and_concurrency():
+    row = _one(
+        target="llama-3.1-8b",
+        gpu="l4",
+        method="draft_model",
+        draft="llama-3.2-1b",
+        k=4,
+        acceptance_rate=0.7,
+    )
+    assert row["draft_weights_gb"] > 2.0
+    assert row["max_concurrency_spec"] < row["max_concurrency_baseline"]
+
+
+def test_warnings():
+    row = _one(
+        target="llama-3.1-8b",
+        gpu="h100-sxm",
+        method="draft_model",
+        draft="qwen2.5-0.5b",
+        k=10,
+        acceptance_rate=0.4,
+    )
+    w = row["warnings"]
+    assert "tokenizers differ" in w and "K above 8" in w and "acceptance below" in w
+    big = _one(target="llama-3.1-405b", gpu="l4")
+    assert "does not fit" in big["warnings"] and not big["fits"]
+
+
+def test_three_acceptance_forms_agree():
+    base = dict(target="llama-3.1-8b", gpu="h100-sxm", method="eagle", k=4, batch_size=8)
+    a = _one(**base, acceptance_rate=0.8)
+    b = _one(**base, mean_accepted_tokens=3.3616)
+    c = _one(**base, acceptance_per_position="0.8;0.64;0.512;0.4096")
+    for r in (b, c):
+        assert r["speedup"] == pytest.approx(a["speedup"], rel=1e-6)
+        assert r["alpha"] == pytest.approx(0.8, abs=1e-6)
