@@ -28,6 +28,7 @@ OUTPUT_COLUMNS = (
     "baseline_tpot_ms",
     "spec_tpot_ms",
     "speedup",
+    "break_even_alpha",
     "baseline_tok_s",
     "spec_tok_s",
     "baseline_tok_s_per_user",
@@ -37,6 +38,9 @@ OUTPUT_COLUMNS = (
     "tokens_per_step_p90",
     "weights_gb",
     "draft_weights_gb",
+    "reserved_gb",
+    "kv_cache_gb_baseline",
+    "kv_cache_gb_spec",
     "kv_bytes_per_token",
     "draft_kv_bytes_per_token",
     "kv_capacity_tokens_baseline",
@@ -219,6 +223,11 @@ def predict(
     kv_t = memory.get_kv_bytes_per_token_arrays(t, kvbytes)
     kv_d = drafts.get_draft_kv_bytes_per_token(method, t, d, kvbytes)
     act = memory.get_activation_reserve_bytes(t, tp, defaults)
+    reserved = tp * (
+        act
+        + (defaults.non_torch_reserve_gb + defaults.cuda_graph_reserve_gb)
+        * defaults.hbm_bytes_per_gb
+    )
     util = sc["gpu_memory_utilization"].to_numpy(dtype=float)
     usable_base = memory.get_usable_kv_bytes(memory_gb, tp, weights, act, util, defaults)
     usable_spec = memory.get_usable_kv_bytes(
@@ -256,6 +265,7 @@ def predict(
         "baseline_tpot_ms": baseline_tpot,
         "spec_tpot_ms": spec_tpot,
         "speedup": speedup,
+        "break_even_alpha": _break_even_alpha(spec_on, spec_step, t_step, k),
         "baseline_tok_s": baseline_tok_s,
         "spec_tok_s": spec_tok_s,
         "baseline_tok_s_per_user": 1e3 / baseline_tpot,
@@ -265,6 +275,9 @@ def predict(
         "tokens_per_step_p90": quantiles[0.9],
         "weights_gb": weights / gb,
         "draft_weights_gb": draft_weights / gb,
+        "reserved_gb": reserved / gb,
+        "kv_cache_gb_baseline": np.maximum(usable_base, 0.0) / gb,
+        "kv_cache_gb_spec": np.maximum(usable_spec, 0.0) / gb,
         "kv_bytes_per_token": kv_t,
         "draft_kv_bytes_per_token": kv_d,
         "kv_capacity_tokens_baseline": cap_base,
@@ -281,6 +294,20 @@ def predict(
         c: out[c].to_numpy() if out[c].dtype.kind in "biuf" else out[c].array for c in INPUT_COLUMNS
     }
     return pd.DataFrame({**columns, **extra}, copy=False)
+
+
+def _break_even_alpha(spec_on, spec_step, t_step, k):
+    """The i.i.d. acceptance at which this row's speculation exactly breaks even.
+
+    Break-even needs tau = spec_step / target_step; beyond K+1 no acceptance suffices
+    (reported as inf).
+    """
+    need = np.where(spec_on, spec_step / t_step, np.nan)
+    out = np.full(need.shape, np.nan)
+    ok = spec_on & (need <= k + 1)
+    out[ok] = acceptance.alpha_from_tau(np.maximum(need[ok], 1.0), k[ok])
+    out[spec_on & ~ok] = np.inf
+    return out
 
 
 def _warnings(sc, models, spec_on, method, k, alpha, speedup, fits, usable_spec, has_pos):

@@ -1,0 +1,125 @@
+"""The pre-flight checklist shown beside every result: five checks on one prediction row,
+each green, amber or red with one line of why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from simulator.specs import ModelSpec
+
+K_COMFORT = 5
+"""Up to 5 drafts per step, per-position acceptance usually still pays (EAGLE and vLLM
+examples use 3 to 5)."""
+K_MAX_SENSIBLE = 8
+ACCEPTANCE_MARGIN = 0.05
+"""Acceptance within 0.05 of break-even: a workload shift erases the gain."""
+HEADROOM = 0.8
+"""Use at most 80% of the KV cache for the asked concurrency, leaving room for bursts."""
+DRAFT_FRACTION_OK = 0.10
+DRAFT_FRACTION_HIGH = 0.25
+
+
+@dataclass(frozen=True)
+class CheckItem:
+    name: str
+    status: str
+    """'green', 'amber' or 'red'."""
+    why: str
+
+
+def _tokenizers(row: Mapping, models: dict[str, ModelSpec]) -> CheckItem:
+    name = "Tokenizers match"
+    method = row["method"]
+    if method == "none":
+        return CheckItem(name, "green", "speculation off: nothing to match")
+    if method != "draft_model":
+        return CheckItem(name, "green", f"{method} drafts in the target's own vocabulary")
+    t, d = models[row["target"]], models[row["draft"]]
+    if t.tokenizer == d.tokenizer:
+        return CheckItem(name, "green", f"both use the {t.tokenizer} tokenizer")
+    return CheckItem(
+        name, "red", f"target uses {t.tokenizer}, draft {d.tokenizer}: speculation is impossible"
+    )
+
+
+def _k_range(row: Mapping) -> CheckItem:
+    name = "K in a sensible range"
+    k = int(row["k"])
+    if row["method"] == "none" or k == 0:
+        return CheckItem(name, "green", "K = 0: speculation off")
+    if k <= K_COMFORT:
+        return CheckItem(name, "green", f"K = {k}")
+    if k <= K_MAX_SENSIBLE:
+        return CheckItem(
+            name, "amber", f"K = {k}: late positions are accepted rarely; check per-position rates"
+        )
+    return CheckItem(name, "red", f"K = {k} > {K_MAX_SENSIBLE}: deep drafts almost never pay")
+
+
+def _acceptance(row: Mapping) -> CheckItem:
+    name = "Acceptance above break-even"
+    if row["method"] == "none":
+        return CheckItem(name, "green", "speculation off")
+    alpha, be = float(row["alpha"]), float(row["break_even_alpha"])
+    batch = int(row["batch_size"])
+    if math.isinf(be):
+        return CheckItem(
+            name,
+            "red",
+            f"no acceptance makes K = {int(row['k'])} pay at batch "
+            f"{batch}: verification costs more than K+1 tokens save",
+        )
+    margin = alpha - be
+    text = f"alpha {alpha:.2f} vs break-even {be:.2f} at batch {batch}"
+    if margin >= ACCEPTANCE_MARGIN:
+        return CheckItem(name, "green", text)
+    if margin >= 0:
+        return CheckItem(name, "amber", text + ": thin margin")
+    return CheckItem(name, "red", text + ": speculation is slower here")
+
+
+def _headroom(row: Mapping) -> CheckItem:
+    name = "KV headroom for the concurrency asked"
+    batch = int(row["batch_size"])
+    cap = float(row["max_concurrency_spec"])
+    if cap <= 0:
+        return CheckItem(name, "red", "nothing fits: weights and reserves exceed the memory")
+    use = batch / cap
+    text = f"batch {batch} of {int(cap)} sequences that fit ({use:.0%})"
+    if use <= HEADROOM:
+        return CheckItem(name, "green", text)
+    if use <= 1:
+        return CheckItem(name, "amber", text + ": little room for bursts")
+    return CheckItem(name, "red", text + ": requests will queue or be preempted")
+
+
+def _draft_size(row: Mapping) -> CheckItem:
+    name = "Draft size vs target"
+    if row["method"] in ("none", "ngram"):
+        return CheckItem(name, "green", "no draft weights")
+    frac = float(row["draft_weights_gb"]) / float(row["weights_gb"])
+    step = float(row["target_step_ms"])
+    per_draft = float(row["draft_step_ms"]) / max(int(row["k"]), 1)
+    c = per_draft / step if step > 0 else float("nan")
+    text = (
+        f"draft weights {frac:.1%} of the target's; one draft step costs {c:.2f} of a target step"
+    )
+    if frac <= DRAFT_FRACTION_OK:
+        return CheckItem(name, "green", text)
+    if frac <= DRAFT_FRACTION_HIGH:
+        return CheckItem(name, "amber", text)
+    return CheckItem(name, "red", text + ": too large to pay")
+
+
+def checklist(row: Mapping, models: dict[str, ModelSpec]) -> list[CheckItem]:
+    """The five checks for one row of `predict`'s output."""
+    return [
+        _tokenizers(row, models),
+        _k_range(row),
+        _acceptance(row),
+        _headroom(row),
+        _draft_size(row),
+    ]

@@ -1,0 +1,129 @@
+"""Sizer decisions, engine launch configs, and the pre-flight checklist."""
+
+import itertools
+import json
+import shlex
+
+import pandas as pd
+import pytest
+
+from simulator import predict
+from simulator.catalog import default_models
+from simulator.launch import sglang_command, trtllm_draft_len_schedule, vllm_command, vllm_schedule
+from simulator.preflight import checklist
+from simulator.sizer import schedule_ranges, size
+
+BASE = dict(
+    target="llama-3.3-70b",
+    method="draft_model",
+    draft="llama-3.2-1b",
+    gpu="h100-sxm",
+    num_gpus=4,
+    acceptance_rate=0.7,
+    prompt_len=512,
+    output_len=256,
+)
+
+
+def test_best_k_falls_as_batch_grows_and_turns_off():
+    result = size(BASE, k_max=8)
+    ks = result.best["best_k"].tolist()
+    assert ks[0] >= 3
+    assert all(a >= b for a, b in itertools.pairwise(ks)), ks
+    assert ks[-1] == 0
+    assert result.break_even_batch is not None
+    # At and past break-even no K beats the baseline.
+    past = result.grid[
+        (result.grid["batch_size"] >= result.break_even_batch) & (result.grid["k"] > 0)
+    ]
+    assert (past["speedup"] <= 1.0 + 1e-9).all()
+
+
+def test_slo_limits_the_batch():
+    loose = size(BASE, slo_tpot_ms=1000.0)
+    tight = size(BASE, slo_tpot_ms=12.0)
+    for k, b in tight.max_batch_under_slo.items():
+        assert b is None or b <= loose.max_batch_under_slo[k]
+    rows = tight.grid[tight.grid["usable"]]
+    assert (rows["spec_tpot_ms"] <= 12.0).all()
+
+
+def test_cheapest_choice_serves_demand():
+    result = size(BASE, slo_tpot_ms=40.0, demand_tok_s=50_000.0)
+    choice = result.choice
+    assert choice["replicas"] * choice["tok_s_per_replica"] >= 50_000.0
+    assert choice["gpus"] == choice["replicas"] * 4
+    assert choice["monthly_cost_usd"] <= result.baseline_choice["monthly_cost_usd"] + 1e-6
+
+
+def test_schedule_forms():
+    best = pd.DataFrame({"batch_size": [1, 2, 4, 8, 16, 32], "best_k": [5, 5, 4, 3, 0, 0]})
+    ranges = schedule_ranges(best)
+    assert ranges == [(1, 2, 5), (3, 4, 4), (5, 8, 3), (9, 32, 0)]
+    assert vllm_schedule(ranges) == [[1, 2, 5], [3, 4, 4], [5, 8, 3], [9, 32, 0]]
+    assert trtllm_draft_len_schedule(ranges) == {2: 5, 4: 4, 8: 3, 32: 0}
+
+
+def test_vllm_command_json_round_trips():
+    models = default_models()
+    ranges = [(1, 8, 4), (9, 64, 2), (65, 256, 0)]
+    cmd = vllm_command(
+        target=models["llama-3.3-70b"],
+        method="draft_model",
+        k=4,
+        num_gpus=4,
+        gpu_memory_utilization=0.9,
+        max_model_len=8192,
+        max_num_seqs=256,
+        draft=models["llama-3.2-1b"],
+        ranges=ranges,
+    )
+    argv = shlex.split(cmd)
+    assert argv[:2] == ["vllm", "serve"]
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec["method"] == "draft_model" and spec["num_speculative_tokens"] == 4
+    assert spec["num_speculative_tokens_per_batch_size"] == [[1, 8, 4], [9, 64, 2], [65, 256, 0]]
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "4"
+
+
+def test_sglang_command():
+    models = default_models()
+    cmd = sglang_command(
+        target=models["llama-3.1-8b"],
+        method="eagle",
+        k=3,
+        num_gpus=1,
+        gpu_memory_utilization=0.85,
+        max_model_len=4096,
+        max_num_seqs=64,
+    )
+    argv = shlex.split(cmd)
+    assert (
+        "--speculative-algorithm" in argv and argv[argv.index("--speculative-num-steps") + 1] == "3"
+    )
+
+
+def _row(**kw):
+    return predict(pd.DataFrame([{**BASE, "k": 4, "batch_size": 8, **kw}])).iloc[0]
+
+
+def test_preflight_green_and_red():
+    models = default_models()
+    good = {c.name: c.status for c in checklist(_row(), models)}
+    assert good["Tokenizers match"] == "green"
+    assert good["Acceptance above break-even"] == "green"
+    bad = {
+        c.name: c
+        for c in checklist(
+            _row(draft="qwen2.5-0.5b", k=12, acceptance_rate=0.3, batch_size=512), models
+        )
+    }
+    assert bad["Tokenizers match"].status == "red"
+    assert bad["K in a sensible range"].status == "red"
+    assert bad["Acceptance above break-even"].status == "red"
+
+
+def test_break_even_alpha_is_where_speedup_is_one():
+    row = _row(batch_size=32)
+    at_be = _row(batch_size=32, acceptance_rate=float(row["break_even_alpha"]))
+    assert at_be["speedup"] == pytest.approx(1.0, rel=1e-6)
