@@ -30,12 +30,14 @@ def get_kv_bytes_per_token_arrays(m: ModelArrays, kv_bytes) -> np.ndarray:
 def get_activation_reserve_bytes(t: ModelArrays, num_gpus, d: ModelDefaults = DEFAULTS):
     """Peak activation memory per GPU of the profiling forward pass an engine runs at start.
 
-    The chunked-prefill budget of tokens passes through the widest layer (the MLP's gate
-    and up projections, split by TP, plus a few hidden-size buffers), and the sampler
-    holds fp32 logits for every running sequence.
+    The chunked-prefill budget of tokens passes through the widest layer: the MLP's gate
+    and up projections (2 * intermediate, split by TP) plus about six hidden-size buffers
+    (residual, norm output, fused QKV of up to ~2 H, attention output); the sampler holds
+    fp32 logits for every running sequence. Checked against a vLLM start-up log in
+    tests/simulator/test_memory.py.
     """
     tokens = d.max_num_batched_tokens
-    width = 2.0 * t.intermediate_size / np.asarray(num_gpus) + 4.0 * t.hidden_size
+    width = 2.0 * t.intermediate_size / np.asarray(num_gpus) + 6.0 * t.hidden_size
     return (
         tokens * width * d.activation_dtype_bytes
         + d.max_num_seqs * t.vocab_size * d.logits_dtype_bytes
