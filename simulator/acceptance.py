@@ -27,22 +27,31 @@ def tau_iid(alpha, k):
     return np.where(alpha >= _ALPHA_ONE, k + 1.0, (1.0 - a ** (k + 1.0)) / (1.0 - a))
 
 
-def alpha_from_tau(tau, k, *, iterations: int = 60):
+def alpha_from_tau(tau, k, *, iterations: int = 14):
     """Invert `tau_iid`: the i.i.d. alpha that yields mean tokens tau with K drafts.
 
-    tau must lie in [1, K+1]. tau_iid is increasing in alpha, so bisection converges;
-    60 halvings reach float precision.
+    tau must lie in [1, K+1]. tau_iid is convex and increasing in alpha, so Newton's
+    method started at 1 - 1/tau (the K = infinity answer, never above the root) steps
+    past the root once and then falls to it monotonically; 14 steps reach float
+    precision for K up to 16.
     """
     tau = np.asarray(tau, dtype=float)
     k = np.asarray(k, dtype=float)
-    lo = np.zeros(np.broadcast(tau, k).shape)
-    hi = np.ones_like(lo)
+    tau, k = np.broadcast_arrays(tau, k)
+    a = np.clip(1.0 - 1.0 / np.maximum(tau, 1.0), 0.0, 1.0)
     for _ in range(iterations):
-        mid = 0.5 * (lo + hi)
-        above = tau_iid(mid, k) > tau
-        hi = np.where(above, mid, hi)
-        lo = np.where(above, lo, mid)
-    return np.where(k > 0, 0.5 * (lo + hi), np.nan)
+        # The value's closed form holds to within 1e-12 of alpha = 1; the slope's cancels
+        # badly much earlier, and only the step size depends on it, not the fixed point.
+        at_one = a > 1.0 - 1e-12
+        flat = a > 1.0 - 1e-4
+        power = a**k
+        one_minus = np.where(at_one, 1.0, 1.0 - a)
+        f = np.where(at_one, k + 1.0, (1.0 - power * a) / one_minus) - tau
+        taylor = k * (k + 1.0) / 2.0 - (k + 1.0) * k * (k - 1.0) / 3.0 * (1.0 - a)
+        exact = (1.0 - (k + 1.0) * power + k * power * a) / np.where(flat, 1.0, one_minus) ** 2
+        df = np.where(flat, taylor, exact)
+        a = np.clip(a - f / df, 0.0, 1.0)
+    return np.where(k > 0, a, np.nan)
 
 
 def positions_iid(alpha, k_max: int):

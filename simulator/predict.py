@@ -305,7 +305,8 @@ def _break_even_alpha(spec_on, spec_step, t_step, k):
     need = np.where(spec_on, spec_step / t_step, np.nan)
     out = np.full(need.shape, np.nan)
     ok = spec_on & (need <= k + 1)
-    out[ok] = acceptance.alpha_from_tau(np.maximum(need[ok], 1.0), k[ok])
+    # Eight Newton steps: break-even needs 1e-6, not float precision.
+    out[ok] = acceptance.alpha_from_tau(np.maximum(need[ok], 1.0), k[ok], iterations=8)
     out[spec_on & ~ok] = np.inf
     return out
 
@@ -343,6 +344,8 @@ def _warnings(sc, models, spec_on, method, k, alpha, speedup, fits, usable_spec,
     bits = np.zeros(n, dtype=np.int64)
     for i, (mask, _) in enumerate(rules):
         bits |= np.asarray(mask, dtype=np.int64) << i
-    patterns, codes = np.unique(bits, return_inverse=True)
-    labels = ["; ".join(msg for i, (_, msg) in enumerate(rules) if p >> i & 1) for p in patterns]
-    return pd.Categorical.from_codes(codes.reshape(-1), categories=labels)
+    labels = [
+        "; ".join(msg for i, (_, msg) in enumerate(rules) if p >> i & 1)
+        for p in range(2 ** len(rules))
+    ]
+    return pd.Categorical.from_codes(bits, categories=labels)

@@ -17,8 +17,8 @@ DTYPE_BYTES: dict[str, float] = {
     "int8": 1.0,
     "int4": 0.5,
 }
-WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
-KV_DTYPES = ("bf16", "fp16", "fp8")
+WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp32")
+KV_DTYPES = ("bf16", "fp16", "fp8", "fp32")
 METHODS = ("none", "draft_model", "eagle", "medusa", "mtp", "ngram")
 SELF_SPECULATIVE = ("eagle", "medusa", "mtp")
 
