@@ -167,16 +167,20 @@ def predict(
     # Step times: roofline, or the profile's fit and measurements on a profiled device.
     over_t = defaults.forward_overhead_ms
     over_d = over_head = defaults.draft_forward_overhead_ms
+    hw_d = hw
     if calibration is not None:
         target_ids, draft_ids, gpu_ids = (_strings(sc[c]) for c in ("target", "draft", "gpu"))
         wdtype = _strings(sc["weight_dtype"])
-        hw = calibration.effective_hardware(gpu_ids, hw, defaults)
-        over_t = calibration.overhead_ms(gpu_ids, t.num_layers, over_t)
-        over_d = calibration.overhead_ms(gpu_ids, d.num_layers, over_d)
-        over_head = calibration.overhead_ms(gpu_ids, 1.0, over_head)
+        hw_d = calibration.effective_hardware(gpu_ids, hw, defaults, draft_ids)
+        hw = calibration.effective_hardware(gpu_ids, hw, defaults, target_ids)
+        over_t = calibration.overhead_ms(gpu_ids, t.num_layers, over_t, target_ids)
+        over_d = calibration.overhead_ms(gpu_ids, d.num_layers, over_d, draft_ids)
+        over_head = calibration.overhead_ms(gpu_ids, 1.0, over_head, target_ids)
     t_step = get_model_step_ms(t, hw, batch, 1.0, context, wbytes, kvbytes, over_t, defaults)
     v_step = get_model_step_ms(t, hw, batch, verify, context, wbytes, kvbytes, over_t, defaults)
-    d_model_step = get_model_step_ms(d, hw, batch, 1.0, context, wbytes, kvbytes, over_d, defaults)
+    d_model_step = get_model_step_ms(
+        d, hw_d, batch, 1.0, context, wbytes, kvbytes, over_d, defaults
+    )
     source_col = np.full(n, "roofline", dtype=object)
     if calibration is not None:
         fitted = np.isin(gpu_ids, list(calibration.fits))

@@ -1,0 +1,551 @@
+"""The profile file (`specplan.profile/v1`): its schema, loader and writers. Pure Python + pandas.
+
+A profile records, for one device, the forward-step latency of one or more models over a grid
+of batch size B, query length q (1 = decode step, K+1 = verification) and context length L.
+The profiler writes it through `profile_to_json` / `profile_to_csv`; the simulator and the app
+read it through `load_profile`, which raises `InputError` naming the field that is wrong,
+e.g. `measurements[3].median_ms`.
+
+JSON form::
+
+    {"schema": "specplan.profile/v1", "created": ISO-8601, "command": str,
+     "device": {...DeviceInfo}, "settings": {...ProfileSettings},
+     "models": [{...ProfiledModel}, ...],
+     "measurements": [{"model", "batch", "query_len", "context_len", "median_ms", "p10_ms",
+                       "p90_ms", "repeats", "peak_bytes", "status", "extrapolated"}, ...]}
+
+Latencies are milliseconds, memory is bytes. Rows with status `oom` have null latencies
+(NaN in the DataFrame) and 0 repeats.
+
+CSV form: the measurement rows as a plain CSV table, preceded by header lines of the form
+`# key: <JSON value>` for `schema`, `created`, `command`, `device`, `settings` and `models`
+(each value is one line of JSON). `pandas.read_csv(path, comment="#")` reads the table alone
+when the command has no `#` in it; `load_profile` reads both parts.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import numbers
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from simulator.errors import InputError
+
+SCHEMA = "specplan.profile/v1"
+# Larger than any real profile (a full grid is a few thousand rows of ~250 bytes) and small
+# enough that a stray upload cannot make the app parse hundreds of megabytes.
+MAX_PROFILE_BYTES = 20 * 1024 * 1024
+DTYPES = ("fp32", "bf16", "fp16")
+DEVICE_KINDS = ("cuda", "cpu")
+STATUSES = ("ok", "oom")
+MEASUREMENT_COLUMNS = (
+    "model",
+    "batch",
+    "query_len",
+    "context_len",
+    "median_ms",
+    "p10_ms",
+    "p90_ms",
+    "repeats",
+    "peak_bytes",
+    "status",
+    "extrapolated",
+)
+_LATENCIES = ("median_ms", "p10_ms", "p90_ms")
+# Quantiles of the same samples are ordered exactly; this only absorbs rounding in the file.
+_ORDER_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """The machine a profile was measured on. `memory_bytes` is device (or host) memory."""
+
+    name: str
+    kind: str
+    memory_bytes: int
+    driver: str | None
+    torch_version: str
+    cpu_threads: int | None
+    nvml: dict[str, Any] | None = None
+    reason_no_gpu: str | None = None
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """How every point was measured: warm-up steps, at least `repeats` timed steps and at
+    least `min_time_s` seconds of them, CUDA graphs on or off."""
+
+    dtype: str
+    warmup: int
+    repeats: int
+    min_time_s: float
+    cuda_graphs: bool
+
+
+@dataclass(frozen=True)
+class ProfiledModel:
+    """One model of the profile. `weight_bytes` and `kv_bytes_per_token` are for the full depth
+    `num_layers`, even when only the depths in `layers_run` were run (`extrapolated`)."""
+
+    id: str
+    architecture: dict[str, Any]
+    layers_run: list[int]
+    num_layers: int
+    extrapolated: bool
+    weight_bytes: int
+    kv_bytes_per_token: int
+    kv_bytes_per_token_formula: int
+    notes: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class Profile:
+    schema: str
+    created: str
+    command: str
+    device: DeviceInfo
+    settings: ProfileSettings
+    models: tuple[ProfiledModel, ...]
+    measurements: pd.DataFrame = field(repr=False)
+
+    def model(self, model_id: str) -> ProfiledModel:
+        for m in self.models:
+            if m.id == model_id:
+                return m
+        raise KeyError(model_id)
+
+    def measurements_for(self, model_id: str, *, ok_only: bool = True) -> pd.DataFrame:
+        """The rows of one model, sorted by (batch, query_len, context_len)."""
+        df = self.measurements[self.measurements["model"] == model_id]
+        if ok_only:
+            df = df[df["status"] == "ok"]
+        return df.sort_values(["batch", "query_len", "context_len"]).reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------------- checks
+
+
+class _Checker:
+    """Field-by-field validation; every error names the dotted path of the field."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def fail(self, path: str, message: str, row: int | None = None) -> InputError:
+        return InputError(message, file=self.name, row=row, field=path)
+
+    def obj(self, value: Any, path: str, required: set[str], optional: set[str]) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"expected an object, got {_kind(value)}")
+        missing = sorted(required - value.keys())
+        if missing:
+            where = f"{path}.{missing[0]}" if path else missing[0]
+            raise self.fail(where, "is missing")
+        unknown = sorted(value.keys() - required - optional)
+        if unknown:
+            where = f"{path}.{unknown[0]}" if path else unknown[0]
+            raise self.fail(where, "is not a field of " + (path or "the profile"))
+        return value
+
+    def string(self, value: Any, path: str, *, allow_none: bool = False, nonempty=False):
+        if value is None and allow_none:
+            return None
+        if not isinstance(value, str):
+            raise self.fail(path, f"expected a string, got {_kind(value)}")
+        if nonempty and not value.strip():
+            raise self.fail(path, "must not be empty")
+        return value
+
+    def choice(self, value: Any, path: str, options: tuple[str, ...]) -> str:
+        if value not in options:
+            raise self.fail(path, f"{value!r} is not one of {', '.join(options)}")
+        return value
+
+    def boolean(self, value: Any, path: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(path, f"expected true or false, got {value!r}")
+        return value
+
+    def integer(self, value: Any, path: str, *, minimum: int = 0, allow_none=False, row=None):
+        if value is None and allow_none:
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise self.fail(path, f"expected a whole number, got {_kind(value)}", row)
+        if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
+            raise self.fail(path, f"{value} must be a whole number", row)
+        if value < minimum:
+            raise self.fail(path, f"{value} must be >= {minimum}", row)
+        return int(value)
+
+    def number(self, value: Any, path: str, *, row=None) -> float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise self.fail(path, f"expected a number, got {_kind(value)}", row)
+        if not math.isfinite(value):
+            raise self.fail(path, f"{value} must be a finite number >= 0", row)
+        if value < 0:
+            raise self.fail(path, f"{value} must be >= 0", row)
+        return float(value)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), repr(value)
+    )
+
+
+def _device(c: _Checker, d: Any) -> DeviceInfo:
+    names = {f.name for f in fields(DeviceInfo)}
+    d = c.obj(d, "device", names - {"nvml", "reason_no_gpu"}, {"nvml", "reason_no_gpu"})
+    nvml = d.get("nvml")
+    if nvml is not None and not isinstance(nvml, dict):
+        raise c.fail("device.nvml", f"expected an object or null, got {_kind(nvml)}")
+    return DeviceInfo(
+        name=c.string(d["name"], "device.name", nonempty=True),
+        kind=c.choice(d["kind"], "device.kind", DEVICE_KINDS),
+        memory_bytes=c.integer(d["memory_bytes"], "device.memory_bytes"),
+        driver=c.string(d["driver"], "device.driver", allow_none=True),
+        torch_version=c.string(d["torch_version"], "device.torch_version"),
+        cpu_threads=c.integer(d["cpu_threads"], "device.cpu_threads", minimum=1, allow_none=True),
+        nvml=nvml,
+        reason_no_gpu=c.string(d.get("reason_no_gpu"), "device.reason_no_gpu", allow_none=True),
+    )
+
+
+def _settings(c: _Checker, s: Any) -> ProfileSettings:
+    s = c.obj(s, "settings", {f.name for f in fields(ProfileSettings)}, set())
+    return ProfileSettings(
+        dtype=c.choice(s["dtype"], "settings.dtype", DTYPES),
+        warmup=c.integer(s["warmup"], "settings.warmup"),
+        repeats=c.integer(s["repeats"], "settings.repeats", minimum=1),
+        min_time_s=c.number(s["min_time_s"], "settings.min_time_s"),
+        cuda_graphs=c.boolean(s["cuda_graphs"], "settings.cuda_graphs"),
+    )
+
+
+def _model(c: _Checker, m: Any, i: int) -> ProfiledModel:
+    p = f"models[{i}]"
+    names = {f.name for f in fields(ProfiledModel)}
+    m = c.obj(m, p, names - {"notes"}, {"notes"})
+    if not isinstance(m["architecture"], dict):
+        raise c.fail(f"{p}.architecture", f"expected an object, got {_kind(m['architecture'])}")
+    layers = m["layers_run"]
+    if not isinstance(layers, list) or not layers:
+        raise c.fail(f"{p}.layers_run", "expected a non-empty list of layer counts")
+    layers_run = [c.integer(n, f"{p}.layers_run[{j}]", minimum=1) for j, n in enumerate(layers)]
+    num_layers = c.integer(m["num_layers"], f"{p}.num_layers", minimum=1)
+    if max(layers_run) > num_layers:
+        raise c.fail(f"{p}.layers_run", f"{max(layers_run)} exceeds num_layers {num_layers}")
+    return ProfiledModel(
+        id=c.string(m["id"], f"{p}.id", nonempty=True),
+        architecture=dict(m["architecture"]),
+        layers_run=layers_run,
+        num_layers=num_layers,
+        extrapolated=c.boolean(m["extrapolated"], f"{p}.extrapolated"),
+        weight_bytes=c.integer(m["weight_bytes"], f"{p}.weight_bytes"),
+        kv_bytes_per_token=c.integer(m["kv_bytes_per_token"], f"{p}.kv_bytes_per_token"),
+        kv_bytes_per_token_formula=c.integer(
+            m["kv_bytes_per_token_formula"], f"{p}.kv_bytes_per_token_formula"
+        ),
+        notes=c.string(m.get("notes", ""), f"{p}.notes"),
+    )
+
+
+def _measurement(c: _Checker, r: Any, i: int, models: set[str], row: int | None) -> dict:
+    p = f"measurements[{i}]"
+    if not isinstance(r, dict):
+        raise c.fail(p, f"expected an object, got {_kind(r)}", row)
+    missing = [k for k in MEASUREMENT_COLUMNS if k not in r]
+    if missing:
+        raise c.fail(f"{p}.{missing[0]}", "is missing", row)
+    unknown = sorted(set(r) - set(MEASUREMENT_COLUMNS))
+    if unknown:
+        raise c.fail(f"{p}.{unknown[0]}", "is not a measurement column", row)
+    model = r["model"]
+    if model not in models:
+        raise c.fail(f"{p}.model", f"{model!r} is not one of the profile's models", row)
+    status = r["status"]
+    if status not in STATUSES:
+        raise c.fail(f"{p}.status", f"{status!r} is not one of {', '.join(STATUSES)}", row)
+    if not isinstance(r["extrapolated"], bool):
+        raise c.fail(f"{p}.extrapolated", f"expected true or false, got {r['extrapolated']!r}", row)
+    out = {
+        "model": model,
+        "batch": c.integer(r["batch"], f"{p}.batch", minimum=1, row=row),
+        "query_len": c.integer(r["query_len"], f"{p}.query_len", minimum=1, row=row),
+        "context_len": c.integer(r["context_len"], f"{p}.context_len", row=row),
+        "repeats": c.integer(
+            r["repeats"], f"{p}.repeats", minimum=1 if status == "ok" else 0, row=row
+        ),
+        "peak_bytes": c.integer(r["peak_bytes"], f"{p}.peak_bytes", row=row),
+        "status": status,
+        "extrapolated": r["extrapolated"],
+    }
+    for name in _LATENCIES:
+        value = r[name]
+        if status == "oom" and (value is None or (isinstance(value, float) and math.isnan(value))):
+            out[name] = math.nan
+        elif value is None:
+            raise c.fail(f"{p}.{name}", "is null but the status is 'ok'", row)
+        else:
+            out[name] = c.number(value, f"{p}.{name}", row=row)
+    if status == "ok":
+        lo, mid, hi = out["p10_ms"], out["median_ms"], out["p90_ms"]
+        tol = _ORDER_TOL * max(hi, 1.0)
+        if not lo - tol <= mid <= hi + tol:
+            raise c.fail(
+                f"{p}.median_ms", f"{mid} must lie between p10_ms {lo} and p90_ms {hi}", row
+            )
+    return out
+
+
+def profile_from_dict(d: dict, name: str = "", *, csv_rows: list[int] | None = None) -> Profile:
+    """Validate a parsed profile; `name` (a file name) goes into error messages.
+
+    `csv_rows` maps measurement index to the line number of the CSV it came from.
+    """
+    c = _Checker(name)
+    top = {"schema", "created", "command", "device", "settings", "models", "measurements"}
+    if not isinstance(d, dict):
+        raise c.fail("", f"a profile is a JSON object, got {_kind(d)}")
+    if "schema" not in d:
+        raise c.fail("schema", f"is missing (expected '{SCHEMA}')")
+    if d["schema"] != SCHEMA:
+        raise c.fail("schema", f"{d['schema']!r} is not supported, expected '{SCHEMA}'")
+    c.obj(d, "", top, set())
+    created = c.string(d["created"], "created", nonempty=True)
+    try:
+        datetime.fromisoformat(created)
+    except ValueError:
+        raise c.fail("created", f"{created!r} is not an ISO-8601 date and time") from None
+    device = _device(c, d["device"])
+    settings = _settings(c, d["settings"])
+    raw_models = d["models"]
+    if not isinstance(raw_models, list) or not raw_models:
+        raise c.fail("models", "expected a non-empty list of models")
+    models = tuple(_model(c, m, i) for i, m in enumerate(raw_models))
+    ids = [m.id for m in models]
+    for i, ident in enumerate(ids):
+        if ident in ids[:i]:
+            raise c.fail(f"models[{i}].id", f"duplicate model id {ident!r}")
+    raw_rows = d["measurements"]
+    if not isinstance(raw_rows, list):
+        raise c.fail("measurements", f"expected a list of rows, got {_kind(raw_rows)}")
+    rows = []
+    seen: dict[tuple, int] = {}
+    for i, r in enumerate(raw_rows):
+        line = csv_rows[i] if csv_rows else None
+        row = _measurement(c, r, i, set(ids), line)
+        key = (row["model"], row["batch"], row["query_len"], row["context_len"])
+        if key in seen:
+            raise c.fail(
+                f"measurements[{i}]", f"repeats the point of measurements[{seen[key]}]", line
+            )
+        seen[key] = i
+        rows.append(row)
+    return Profile(
+        schema=SCHEMA,
+        created=created,
+        command=c.string(d["command"], "command"),
+        device=device,
+        settings=settings,
+        models=models,
+        measurements=_frame(rows),
+    )
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=list(MEASUREMENT_COLUMNS))
+    types = {
+        "model": str,
+        "batch": "int64",
+        "query_len": "int64",
+        "context_len": "int64",
+        "median_ms": "float64",
+        "p10_ms": "float64",
+        "p90_ms": "float64",
+        "repeats": "int64",
+        "peak_bytes": "int64",
+        "status": str,
+        "extrapolated": bool,
+    }
+    return df.astype(types)
+
+
+# ----------------------------------------------------------------------------------- loading
+
+
+def _read_source(source: str | Path | bytes, name: str) -> tuple[bytes, str, str]:
+    """The raw bytes, a display name and a format hint ('json', 'csv' or '')."""
+    if isinstance(source, bytes | bytearray):
+        data = bytes(source)
+        hint = Path(name).suffix.lower().lstrip(".") if name else ""
+    else:
+        path = Path(source)
+        name = name or str(path)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise InputError("file not found", file=name) from None
+        if size > MAX_PROFILE_BYTES:
+            raise InputError(
+                f"{size} bytes is larger than the {MAX_PROFILE_BYTES} bytes a profile may have",
+                file=name,
+            )
+        data = path.read_bytes()
+        hint = path.suffix.lower().lstrip(".")
+    if len(data) > MAX_PROFILE_BYTES:
+        raise InputError(
+            f"{len(data)} bytes is larger than the {MAX_PROFILE_BYTES} bytes a profile may have",
+            file=name,
+        )
+    return data, name, hint if hint in ("json", "csv") else ""
+
+
+def load_profile(source: str | Path | bytes, *, name: str = "") -> Profile:
+    """Read a profile from a path or from the bytes of an upload (JSON or CSV form).
+
+    Raises `InputError` naming the file and the field (`measurements[3].median_ms`).
+    """
+    data, name, hint = _read_source(source, name)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text; expected a JSON or CSV profile", file=name) from None
+    stripped = text.lstrip()
+    if not stripped:
+        raise InputError("is empty; expected a JSON or CSV profile", file=name)
+    if hint == "json" or (not hint and stripped.startswith("{")):
+        try:
+            parsed = json.loads(text)
+        except (json.JSONDecodeError, ValueError) as exc:
+            raise InputError(f"not valid JSON ({exc})", file=name) from None
+        return profile_from_dict(parsed, name)
+    return _from_csv(text, name)
+
+
+def _csv_value(text: str | None, column: str) -> Any:
+    if text is None:
+        return None
+    t = text.strip()
+    if t == "" or t.lower() == "nan":
+        return None if t == "" else math.nan
+    if column in ("model", "status"):
+        return t
+    if column == "extrapolated":
+        low = t.lower()
+        return True if low == "true" else False if low == "false" else t
+    try:
+        number = float(t)
+    except ValueError:
+        return t
+    return int(number) if column not in _LATENCIES and number.is_integer() else number
+
+
+def _from_csv(text: str, name: str) -> Profile:
+    lines = text.splitlines(keepends=True)
+    header: dict[str, Any] = {}
+    n = 0
+    while n < len(lines) and lines[n].startswith("#"):
+        line = lines[n][1:].strip()
+        n += 1
+        if not line:
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            raise InputError(f"header line {n} is not '# key: value'", file=name, row=n)
+        try:
+            header[key.strip()] = json.loads(value)
+        except (json.JSONDecodeError, ValueError) as exc:
+            raise InputError(
+                f"header value is not valid JSON ({exc})", file=name, row=n, field=key.strip()
+            ) from None
+    if "schema" not in header:
+        raise InputError(
+            f"no '# schema: \"{SCHEMA}\"' header line; a CSV profile starts with the '# key:"
+            " value' lines profile_to_csv writes",
+            file=name,
+            field="schema",
+        )
+    reader = csv.DictReader(io.StringIO("".join(lines[n:])))
+    columns = reader.fieldnames or []
+    missing = [col for col in MEASUREMENT_COLUMNS if col not in columns]
+    if missing:
+        raise InputError("column is missing", file=name, row=n + 1, field=missing[0])
+    rows, line_numbers = [], []
+    try:
+        for record in reader:
+            rows.append({k: _csv_value(v, k) for k, v in record.items() if k is not None})
+            line_numbers.append(n + reader.line_num)
+    except csv.Error as exc:
+        raise InputError(f"not a readable CSV table ({exc})", file=name) from None
+    header["measurements"] = rows
+    return profile_from_dict(header, name, csv_rows=line_numbers)
+
+
+# ----------------------------------------------------------------------------------- writing
+
+
+def _header(p: Profile) -> dict[str, Any]:
+    return {
+        "schema": p.schema,
+        "created": p.created,
+        "command": p.command,
+        "device": asdict(p.device),
+        "settings": asdict(p.settings),
+        "models": [asdict(m) for m in p.models],
+    }
+
+
+def _rows(p: Profile) -> list[dict[str, Any]]:
+    out = []
+    for rec in p.measurements[list(MEASUREMENT_COLUMNS)].to_dict("records"):
+        row = {}
+        for k in MEASUREMENT_COLUMNS:
+            v = rec[k]
+            if k in _LATENCIES:
+                v = None if v is None or math.isnan(v) else round(float(v), 6)
+            elif k == "extrapolated":
+                v = bool(v)
+            elif k not in ("model", "status"):
+                v = int(v)
+            else:
+                v = str(v)
+            row[k] = v
+        out.append(row)
+    return out
+
+
+def profile_to_json(p: Profile) -> str:
+    """The JSON form: header fields indented, one measurement row per line."""
+    head = json.dumps(_header(p), indent=2, allow_nan=False)
+    rows = _rows(p)
+    body = ",\n".join("    " + json.dumps(r, allow_nan=False) for r in rows)
+    measurements = '  "measurements": [\n' + body + "\n  ]" if rows else '  "measurements": []'
+    return head[: head.rstrip().rfind("}")].rstrip() + ",\n" + measurements + "\n}\n"
+
+
+def profile_to_csv(p: Profile) -> str:
+    """The CSV form: `# key: <JSON>` header lines, then one measurement row per line."""
+    buf = io.StringIO()
+    for key, value in _header(p).items():
+        buf.write(f"# {key}: {json.dumps(value, allow_nan=False)}\n")
+    writer = csv.DictWriter(buf, fieldnames=list(MEASUREMENT_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for r in _rows(p):
+        writer.writerow(
+            {
+                k: ("" if v is None else str(v).lower() if isinstance(v, bool) else v)
+                for k, v in r.items()
+            }
+        )
+    return buf.getvalue()

@@ -1,0 +1,209 @@
+"""Calibration: measured points reproduced, interpolation between them, a fitted
+roofline beyond them, and rows on other devices untouched."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulator import predict
+from simulator.calibration import Calibration, match_gpu_id
+from simulator.catalog import default_models
+from simulator.latency import ModelArrays, get_model_traffic
+from simulator.profile import SCHEMA, profile_from_dict
+
+TRUE_BW, TRUE_TF, O0, O1 = 40.0, 0.4, 0.3, 0.05  # GB/s, TFLOP/s, ms, ms per layer
+
+
+def _truth(model_id, batch, q, ctx):
+    spec = default_models()[model_id]
+    nbytes, flops = get_model_traffic(ModelArrays.from_specs([spec]), batch, q, ctx, 4.0, 4.0, 1)
+    roof = np.maximum(nbytes / (TRUE_BW * 1e9), flops / (TRUE_TF * 1e12)) * 1e3
+    return float(roof[0] + O0 + O1 * spec.num_layers)
+
+
+def _profile(models=("tiny", "llama-3.2-1b")):
+    rows = []
+    for m, b, q, c in itertools.product(models, (1, 4, 16), (1, 3, 5), (128, 512)):
+        t = _truth(m, b, q, c)
+        rows.append(
+            dict(
+                model=m,
+                batch=b,
+                query_len=q,
+                context_len=c,
+                median_ms=t,
+                p10_ms=t * 0.97,
+                p90_ms=t * 1.05,
+                repeats=10,
+                peak_bytes=1,
+                status="ok",
+                extrapolated=False,
+            )
+        )
+    spec = default_models()
+    return profile_from_dict(
+        {
+            "schema": SCHEMA,
+            "created": "2026-12-02T12:00:00+00:00",
+            "command": "synthetic",
+            "device": {
+                "name": "Test CPU",
+                "kind": "cpu",
+                "memory_bytes": 16 * 2**30,
+                "driver": None,
+                "torch_version": "2.13.0",
+                "cpu_threads": 2,
+            },
+            "settings": {
+                "dtype": "fp32",
+                "warmup": 1,
+                "repeats": 10,
+                "min_time_s": 0.0,
+                "cuda_graphs": False,
+            },
+            "models": [
+                {
+                    "id": m,
+                    "architecture": {},
+                    "layers_run": [spec[m].num_layers],
+                    "num_layers": spec[m].num_layers,
+                    "extrapolated": False,
+                    "weight_bytes": spec[m].total_params * 4,
+                    "kv_bytes_per_token": 1,
+                    "kv_bytes_per_token_formula": 1,
+                }
+                for m in models
+            ],
+            "measurements": rows,
+        },
+        name="synthetic.json",
+    )
+
+
+def _predict(cal, **row):
+    base = dict(gpu="cpu", weight_dtype="fp32", kv_dtype="bf16", prompt_len=100, output_len=56)
+    return predict(pd.DataFrame([{**base, **row}]), calibration=cal).iloc[0]
+
+
+def test_fit_recovers_the_roofline():
+    cal = Calibration.from_profiles([_profile()])
+    fit = cal.fits["cpu"]
+    assert fit.bandwidth_gbps == pytest.approx(TRUE_BW, rel=0.1)
+    assert fit.tflops == pytest.approx(TRUE_TF, rel=0.1)
+    assert fit.median_rel_error < 0.03
+
+
+def test_measured_points_reproduced_and_labelled():
+    cal = Calibration.from_profiles([_profile()])
+    # context = prompt + output / 2 = 128, a measured point; but kv_dtype must match
+    row = _predict(cal, target="llama-3.2-1b", batch_size=4, kv_dtype="bf16")
+    assert row["target_step_ms"] == pytest.approx(_truth("llama-3.2-1b", 4, 1, 128))
+    assert row["latency_source"] == "target:measured"
+
+
+def test_interpolated_and_fitted_points():
+    cal = Calibration.from_profiles([_profile()])
+    mid = _predict(cal, target="llama-3.2-1b", batch_size=8, prompt_len=300, output_len=40)
+    assert "interpolated" in mid["latency_source"]
+    assert mid["target_step_ms"] == pytest.approx(_truth("llama-3.2-1b", 8, 1, 320), rel=0.05)
+    far = _predict(cal, target="llama-3.2-1b", batch_size=64, prompt_len=2000, output_len=100)
+    assert "fitted" in far["latency_source"]
+    assert far["target_step_ms"] == pytest.approx(_truth("llama-3.2-1b", 64, 1, 2050), rel=0.1)
+
+
+def test_speculative_row_uses_measured_draft_and_verify():
+    cal = Calibration.from_profiles([_profile()])
+    row = _predict(
+        cal,
+        target="llama-3.2-1b",
+        method="draft_model",
+        draft="tiny",
+        k=4,
+        acceptance_rate=0.7,
+        batch_size=4,
+    )
+    assert row["latency_source"] == "target:measured verify:measured draft:measured"
+    t1 = _truth("llama-3.2-1b", 4, 1, 128)
+    t5 = _truth("llama-3.2-1b", 4, 5, 128)
+    d1 = _truth("tiny", 4, 1, 128)
+    assert row["spec_step_ms"] == pytest.approx(4 * d1 + t5 + 0.30)
+    assert row["speedup"] == pytest.approx(row["tau"] * t1 / (4 * d1 + t5 + 0.30))
+
+
+def test_other_devices_untouched():
+    cal = Calibration.from_profiles([_profile()])
+    table = pd.DataFrame([dict(target="llama-3.1-8b", gpu="h100-sxm")])
+    assert predict(table, calibration=cal).iloc[0]["target_step_ms"] == pytest.approx(
+        predict(table).iloc[0]["target_step_ms"]
+    )
+    assert predict(table, calibration=cal).iloc[0]["latency_source"] == "roofline"
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "gid"),
+    [
+        ("NVIDIA H100 80GB HBM3", "cuda", "h100-sxm"),
+        ("NVIDIA H100 PCIe", "cuda", "h100-pcie"),
+        ("NVIDIA H200", "cuda", "h200"),
+        ("NVIDIA L40S", "cuda", "l40s"),
+        ("NVIDIA L4", "cuda", "l4"),
+        ("NVIDIA A100-SXM4-40GB", "cuda", "a100-40gb"),
+        ("AMD Instinct MI300X", "cuda", "mi300x"),
+        ("Intel Xeon", "cpu", "cpu"),
+        ("Some Future GPU", "cuda", "profile-some-future-gpu"),
+    ],
+)
+def test_device_names_map_to_catalog(name, kind, gid):
+    assert match_gpu_id(name, kind) == gid
+
+
+def test_cpu_reference_profile_reproduced_at_measured_points():
+    """The bundled CPU profile of `tiny`: every measured decode and verify point comes
+    back within 10% (exactly, as it is looked up), labelled measured; a batch between
+    two measured ones is labelled interpolated and lies between them."""
+    from pathlib import Path
+
+    from simulator.profile import load_profile
+
+    path = Path(__file__).resolve().parents[2] / "data/profiles/cpu/tiny.json"
+    profile = load_profile(path)
+    cal = Calibration.from_profiles([profile])
+    m = profile.measurements_for("tiny")
+    rows = []
+    for _, r in m.iterrows():
+        k = int(r["query_len"]) - 1
+        rows.append(
+            dict(
+                target="tiny",
+                gpu="cpu",
+                weight_dtype=profile.settings.dtype,
+                kv_dtype=profile.settings.dtype,
+                batch_size=int(r["batch"]),
+                prompt_len=int(r["context_len"]) - 1,
+                output_len=2,
+                method="ngram" if k else "none",
+                k=k,
+                acceptance_rate=0.5 if k else None,
+            )
+        )
+    out = predict(pd.DataFrame(rows), calibration=cal)
+    got = np.where(m["query_len"] > 1, out["verify_step_ms"], out["target_step_ms"])
+    np.testing.assert_allclose(got, m["median_ms"], rtol=0.10)
+    assert out["latency_source"].str.contains("measured").all()
+
+    between = _predict(
+        cal,
+        target="tiny",
+        batch_size=3,
+        prompt_len=127,
+        output_len=2,
+        weight_dtype=profile.settings.dtype,
+        kv_dtype=profile.settings.dtype,
+    )
+    assert between["latency_source"] == "target:interpolated"
+    lo, hi = sorted(
+        m[(m["query_len"] == 1) & (m["context_len"] == 128) & m["batch"].isin([2, 4])]["median_ms"]
+    )
+    assert lo <= between["target_step_ms"] <= hi

@@ -1,0 +1,282 @@
+"""The profile file: round trips through JSON and CSV, and clear errors for bad files."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.errors import InputError
+from simulator.profile import (
+    MAX_PROFILE_BYTES,
+    MEASUREMENT_COLUMNS,
+    SCHEMA,
+    load_profile,
+    profile_from_dict,
+    profile_to_csv,
+    profile_to_json,
+)
+
+
+def _row(batch, q, context, median, *, status="ok", model="tiny"):
+    if status == "oom":
+        return {
+            "model": model,
+            "batch": batch,
+            "query_len": q,
+            "context_len": context,
+            "median_ms": None,
+            "p10_ms": None,
+            "p90_ms": None,
+            "repeats": 0,
+            "peak_bytes": 0,
+            "status": "oom",
+            "extrapolated": False,
+        }
+    return {
+        "model": model,
+        "batch": batch,
+        "query_len": q,
+        "context_len": context,
+        "median_ms": median,
+        "p10_ms": median * 0.9,
+        "p90_ms": median * 1.2,
+        "repeats": 20,
+        "peak_bytes": 123456,
+        "status": status,
+        "extrapolated": False,
+    }
+
+
+def _doc() -> dict:
+    return {
+        "schema": SCHEMA,
+        "created": "2026-12-02T12:00:00+00:00",
+        "command": "python -m profiler run --target tiny",
+        "device": {
+            "name": "AMD EPYC",
+            "kind": "cpu",
+            "memory_bytes": 25_000_000_000,
+            "driver": None,
+            "torch_version": "2.13.0+cpu",
+            "cpu_threads": 2,
+            "nvml": None,
+            "reason_no_gpu": "NVML Shared Library Not Found",
+        },
+        "settings": {
+            "dtype": "bf16",
+            "warmup": 5,
+            "repeats": 20,
+            "min_time_s": 0.05,
+            "cuda_graphs": False,
+        },
+        "models": [
+            {
+                "id": "tiny",
+                "architecture": {"hidden_size": 64, "num_layers": 2},
+                "layers_run": [2],
+                "num_layers": 2,
+                "extrapolated": False,
+                "weight_bytes": 213632,
+                "kv_bytes_per_token": 256,
+                "kv_bytes_per_token_formula": 256,
+            }
+        ],
+        "measurements": [
+            _row(1, 1, 64, 1.0),
+            _row(4, 1, 64, 1.5),
+            _row(1, 3, 64, 1.25),
+            _row(64, 3, 64, 0.0, status="oom"),
+        ],
+    }
+
+
+def _error(doc: dict) -> InputError:
+    with pytest.raises(InputError) as info:
+        load_profile(json.dumps(doc).encode(), name="bad.json")
+    return info.value
+
+
+def test_json_round_trip_keeps_every_field():
+    p = profile_from_dict(_doc(), "x.json")
+    again = load_profile(profile_to_json(p).encode(), name="again.json")
+    assert again.device == p.device
+    assert again.settings == p.settings
+    assert again.models == p.models
+    pd.testing.assert_frame_equal(again.measurements, p.measurements)
+    assert list(p.measurements.columns) == list(MEASUREMENT_COLUMNS)
+
+
+def test_csv_round_trip_and_pandas_reads_the_table(tmp_path):
+    p = profile_from_dict(_doc(), "x.json")
+    path = tmp_path / "tiny.csv"
+    path.write_text(profile_to_csv(p), encoding="utf-8")
+    again = load_profile(path)
+    assert again.models == p.models
+    assert again.device == p.device
+    pd.testing.assert_frame_equal(again.measurements, p.measurements)
+    table = pd.read_csv(path, comment="#")
+    assert list(table.columns) == list(MEASUREMENT_COLUMNS)
+    assert len(table) == len(p.measurements)
+
+
+def test_oom_rows_have_nan_latencies():
+    p = profile_from_dict(_doc())
+    oom = p.measurements[p.measurements["status"] == "oom"]
+    assert len(oom) == 1
+    assert math.isnan(oom["median_ms"].iloc[0])
+    ok = p.measurements_for("tiny")
+    assert (ok["status"] == "ok").all()
+    assert ok["batch"].tolist() == [1, 1, 4]
+
+
+def test_rejects_another_schema_version():
+    doc = _doc()
+    doc["schema"] = "specplan.profile/v2"
+    err = _error(doc)
+    assert err.field == "schema"
+    assert "specplan.profile/v2" in str(err) and SCHEMA in str(err)
+
+
+def test_negative_latency_names_the_row_and_field():
+    doc = _doc()
+    doc["measurements"][3] = _row(64, 3, 64, 1.0)
+    doc["measurements"][3]["median_ms"] = -1.0
+    err = _error(doc)
+    assert err.field == "measurements[3].median_ms"
+    assert "measurements[3].median_ms" in str(err)
+    assert "-1.0 must be >= 0" in str(err)
+
+
+def test_nan_latency_in_an_ok_row_is_rejected():
+    text = json.dumps(_doc()).replace('"median_ms": 1.5', '"median_ms": NaN')
+    with pytest.raises(InputError) as info:
+        load_profile(text.encode())
+    assert info.value.field == "measurements[1].median_ms"
+    assert "nan" in str(info.value).lower()
+
+
+def test_null_latency_in_an_ok_row_is_rejected():
+    doc = _doc()
+    doc["measurements"][0]["p90_ms"] = None
+    assert _error(doc).field == "measurements[0].p90_ms"
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (("device", "name"), "device.name"),
+        (("settings", "cuda_graphs"), "settings.cuda_graphs"),
+        (("models", 0, "weight_bytes"), "models[0].weight_bytes"),
+        (("measurements", 2, "peak_bytes"), "measurements[2].peak_bytes"),
+        (("command",), "command"),
+    ],
+)
+def test_missing_field_is_named(path, expected):
+    doc = _doc()
+    target = doc
+    for key in path[:-1]:
+        target = target[key]
+    del target[path[-1]]
+    err = _error(doc)
+    assert err.field == expected
+    assert "missing" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "words"),
+    [
+        (lambda d: d["measurements"][0].update(model="other"), "measurements[0].model", "other"),
+        (lambda d: d["measurements"][0].update(status="done"), "measurements[0].status", "done"),
+        (lambda d: d["measurements"][1].update(batch=0), "measurements[1].batch", ">= 1"),
+        (lambda d: d["measurements"][1].update(batch=1.5), "measurements[1].batch", "whole"),
+        (lambda d: d["measurements"][0].update(p10_ms=9.0), "measurements[0].median_ms", "p10"),
+        (lambda d: d["measurements"][0].update(extra=1), "measurements[0].extra", "not a"),
+        (lambda d: d["measurements"].append(_row(1, 1, 64, 2.0)), "measurements[4]", "repeats"),
+        (lambda d: d["device"].update(kind="tpu"), "device.kind", "tpu"),
+        (lambda d: d["settings"].update(dtype="int3"), "settings.dtype", "int3"),
+        (lambda d: d["models"][0].update(layers_run=[]), "models[0].layers_run", "non-empty"),
+        (lambda d: d["models"][0].update(layers_run=[9]), "models[0].layers_run", "exceeds"),
+        (lambda d: d.update(created="yesterday"), "created", "ISO"),
+        (lambda d: d.update(models=[]), "models", "non-empty"),
+    ],
+)
+def test_bad_values_are_named(mutate, field, words):
+    doc = copy.deepcopy(_doc())
+    mutate(doc)
+    err = _error(doc)
+    assert err.field == field
+    assert words in str(err)
+
+
+def test_not_json_and_empty_and_binary():
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_profile(b"{not json", name="x.json")
+    with pytest.raises(InputError, match="empty"):
+        load_profile(b"  ", name="x.json")
+    with pytest.raises(InputError, match="UTF-8"):
+        load_profile(b"\xff\xfe\x00garbage", name="x.bin")
+    with pytest.raises(InputError, match="a profile is a JSON object"):
+        load_profile(b"[1, 2]", name="x.json")
+
+
+def test_too_large_is_rejected_before_parsing(tmp_path):
+    with pytest.raises(InputError, match="larger than"):
+        load_profile(b" " * (MAX_PROFILE_BYTES + 1), name="big.json")
+    path = tmp_path / "big.json"
+    with open(path, "wb") as fh:
+        fh.truncate(MAX_PROFILE_BYTES + 1)
+    with pytest.raises(InputError, match="larger than"):
+        load_profile(path)
+
+
+def test_missing_file():
+    with pytest.raises(InputError, match="file not found"):
+        load_profile("/nonexistent/profile.json")
+
+
+def test_csv_errors_name_the_line_and_field():
+    p = profile_from_dict(_doc())
+    text = profile_to_csv(p)
+    lines = text.splitlines()
+    header_lines = sum(1 for line in lines if line.startswith("#"))
+    # The second data row sits on line header_lines + 3 (header row, then rows 1, 2).
+    bad = text.replace("tiny,4,1,64,1.5,", "tiny,4,1,64,-2.0,")
+    with pytest.raises(InputError) as info:
+        load_profile(bad.encode(), name="p.csv")
+    assert info.value.field == "measurements[1].median_ms"
+    assert info.value.row == header_lines + 3
+    with pytest.raises(InputError, match="schema"):
+        load_profile(b"model,batch\ntiny,1\n", name="p.csv")
+    no_col = "\n".join(
+        line if line.startswith("#") else line.replace(",peak_bytes", "") for line in lines
+    )
+    with pytest.raises(InputError) as info:
+        load_profile(no_col.encode(), name="p.csv")
+    assert info.value.field == "peak_bytes"
+
+
+_latency = st.floats(min_value=0.0, max_value=1e5, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 512), st.integers(1, 16), st.integers(0, 1 << 17), _latency),
+        min_size=1,
+        max_size=12,
+        unique_by=lambda t: t[:3],
+    )
+)
+def test_round_trip_property(points):
+    doc = _doc()
+    doc["measurements"] = [_row(b, q, c, m) for b, q, c, m in points]
+    p = profile_from_dict(doc)
+    for text in (profile_to_json(p), profile_to_csv(p)):
+        again = load_profile(text.encode())
+        pd.testing.assert_frame_equal(again.measurements, p.measurements, atol=1e-6)
