@@ -1,0 +1,227 @@
+"""What machine the profile is measured on: torch's view, NVML's view (nvidia-ml-py) or the CPU.
+
+NVML is probed once; without a driver or a GPU the result says why in one line
+(`reason_no_gpu`) and profiling falls back to the CPU. NVML units are converted at the
+boundary: memory in bytes, clocks in MHz, power in watts (NVML reports milliwatts).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import re
+from contextlib import suppress
+from typing import Any
+
+import torch
+
+from simulator.profile import DeviceInfo
+
+
+def _cpu_name() -> str:
+    with suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as fh:
+        for line in fh:
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _host_memory_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def host_available_bytes() -> int:
+    """Memory the OS could give us now (MemAvailable), or total memory if unknown."""
+    with suppress(OSError, ValueError), open("/proc/meminfo", encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return _host_memory_bytes()
+
+
+def slug(name: str) -> str:
+    """A directory name for a device: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "device"
+
+
+def device_slug(info: DeviceInfo) -> str:
+    return "cpu" if info.kind == "cpu" else slug(info.name)
+
+
+def _text(x: Any) -> str:
+    # nvidia-ml-py returns str now; older releases returned bytes.
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+class NVML:
+    """A session with NVML: `NVML.open()` returns one, or a reason why there is none."""
+
+    def __init__(self, module: Any) -> None:
+        self.nv = module
+
+    @staticmethod
+    def open() -> tuple[NVML | None, str | None]:
+        if importlib.util.find_spec("pynvml") is None:
+            return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+        import pynvml
+
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            return None, f"no NVIDIA driver or GPU ({exc})"
+        return NVML(pynvml), None
+
+    def close(self) -> None:
+        with suppress(Exception):
+            self.nv.nvmlShutdown()
+
+    def _get(self, fn: str, *args: Any) -> Any:
+        """One metric, or None where the board or a MIG slice does not support it."""
+        try:
+            return getattr(self.nv, fn)(*args)
+        except self.nv.NVMLError:
+            return None
+        except AttributeError:
+            return None
+
+    def handle_for(self, torch_index: int) -> Any:
+        """The NVML handle of torch's device `torch_index`.
+
+        NVML numbers devices in PCI order and ignores CUDA_VISIBLE_DEVICES, so match by UUID.
+        """
+        uuid = getattr(torch.cuda.get_device_properties(torch_index), "uuid", None)
+        want = str(uuid).lower().removeprefix("gpu-") if uuid is not None else ""
+        count = self._get("nvmlDeviceGetCount") or 0
+        for i in range(count):
+            h = self._get("nvmlDeviceGetHandleByIndex", i)
+            got = _text(self._get("nvmlDeviceGetUUID", h) or "").lower()
+            # MIG slices report 'MIG-...'; torch reports the parent's or the slice's UUID.
+            if want and got.split("-", 1)[-1] == want:
+                return h
+        if count == 1 or (not want and torch_index < count):
+            return self._get("nvmlDeviceGetHandleByIndex", 0 if count == 1 else torch_index)
+        return None
+
+    def driver(self) -> str | None:
+        v = self._get("nvmlSystemGetDriverVersion")
+        return _text(v) if v is not None else None
+
+    def snapshot(self, h: Any) -> dict[str, Any]:
+        """Dynamic metrics: clocks (MHz), power (W), memory in use (bytes), temperature."""
+        nv = self.nv
+        mem = self._get("nvmlDeviceGetMemoryInfo", h)
+        power_mw = self._get("nvmlDeviceGetPowerUsage", h)
+        return {
+            "sm_clock_mhz": self._get("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM),
+            "mem_clock_mhz": self._get("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_MEM),
+            "power_w": power_mw / 1000.0 if power_mw is not None else None,
+            "memory_used_bytes": int(mem.used) if mem is not None else None,
+            "temperature_c": self._get("nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU),
+        }
+
+    def static(self, h: Any) -> dict[str, Any]:
+        nv = self.nv
+        mem = self._get("nvmlDeviceGetMemoryInfo", h)
+        limit_mw = self._get("nvmlDeviceGetEnforcedPowerLimit", h)
+        cc = self._get("nvmlDeviceGetCudaComputeCapability", h)
+        return {
+            "name": _text(self._get("nvmlDeviceGetName", h) or ""),
+            "uuid": _text(self._get("nvmlDeviceGetUUID", h) or ""),
+            "memory_total_bytes": int(mem.total) if mem is not None else None,
+            "max_sm_clock_mhz": self._get("nvmlDeviceGetMaxClockInfo", h, nv.NVML_CLOCK_SM),
+            "max_mem_clock_mhz": self._get("nvmlDeviceGetMaxClockInfo", h, nv.NVML_CLOCK_MEM),
+            "power_limit_w": limit_mw / 1000.0 if limit_mw is not None else None,
+            "memory_bus_width_bits": self._get("nvmlDeviceGetMemoryBusWidth", h),
+            "compute_capability": ".".join(map(str, cc)) if cc else None,
+        }
+
+
+def cuda_reason() -> str | None:
+    """Why torch cannot use a GPU here, or None when it can."""
+    if torch.cuda.is_available():
+        return None
+    if torch.version.cuda is None:
+        return f"this torch build ({torch.__version__}) has no CUDA support"
+    return "torch sees no CUDA device"
+
+
+def describe(kind: str, index: int = 0, *, threads: int | None = None) -> DeviceInfo:
+    """DeviceInfo for `kind` 'cuda' or 'cpu'; NVML fields are added where NVML answers."""
+    nvml, nvml_reason = NVML.open()
+    try:
+        if kind == "cuda":
+            props = torch.cuda.get_device_properties(index)
+            extra: dict[str, Any] | None = None
+            driver = None
+            if nvml is not None:
+                h = nvml.handle_for(index)
+                driver = nvml.driver()
+                if h is not None:
+                    extra = {**nvml.static(h), "start": nvml.snapshot(h)}
+            free, total = torch.cuda.mem_get_info(index)
+            extra = {**(extra or {}), "torch_free_bytes_start": int(free)}
+            return DeviceInfo(
+                name=props.name,
+                kind="cuda",
+                memory_bytes=int(total),
+                driver=driver,
+                torch_version=torch.__version__,
+                cpu_threads=threads or torch.get_num_threads(),
+                nvml=extra,
+                reason_no_gpu=None if nvml is not None else nvml_reason,
+            )
+        reason = cuda_reason()
+        if reason is None:
+            reason = "a GPU is present; the CPU was asked for (--device cpu)"
+        elif nvml_reason:
+            reason = f"{nvml_reason}; {reason}"
+        return DeviceInfo(
+            name=_cpu_name(),
+            kind="cpu",
+            memory_bytes=_host_memory_bytes(),
+            driver=None,
+            torch_version=torch.__version__,
+            cpu_threads=threads or torch.get_num_threads(),
+            nvml=None,
+            reason_no_gpu=reason,
+        )
+    finally:
+        if nvml is not None:
+            nvml.close()
+
+
+def finish_snapshot(info_nvml: dict[str, Any] | None, index: int = 0) -> dict[str, Any] | None:
+    """Add NVML's end-of-run clocks and power to `nvml` (throttling shows as a lower SM clock)."""
+    if info_nvml is None:
+        return None
+    nvml, _ = NVML.open()
+    if nvml is None:
+        return info_nvml
+    try:
+        h = nvml.handle_for(index)
+        return {**info_nvml, "end": nvml.snapshot(h)} if h is not None else info_nvml
+    finally:
+        nvml.close()
+
+
+def info_lines(info: DeviceInfo) -> list[str]:
+    """Human-readable lines for `python -m profiler info`."""
+    gib = info.memory_bytes / 2**30
+    lines = [
+        f"device: {info.name} ({info.kind})",
+        f"memory: {gib:.1f} GiB",
+        f"torch: {info.torch_version}, threads: {info.cpu_threads}",
+    ]
+    if info.driver:
+        lines.append(f"driver: {info.driver}")
+    if info.reason_no_gpu:
+        lines.append(f"no GPU: {info.reason_no_gpu}")
+    for key, value in (info.nvml or {}).items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items())
+        lines.append(f"nvml {key}: {value}")
+    return lines

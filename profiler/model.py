@@ -1,0 +1,415 @@
+"""A Llama-style decoder in plain torch, built from a `data/models.csv` entry.
+
+RMSNorm, rotary position embeddings (rotate-half convention), grouped-query attention through
+`scaled_dot_product_attention`, a SwiGLU MLP and optional top-k mixture-of-experts routing.
+Weights are random (latency does not depend on their values) and are created directly on the
+target device in the target dtype: the module is built on the meta device, materialised with
+`to_empty` and initialised in place, so a large model never has a full-size copy on the CPU.
+
+The static `KVCache` holds keys and values for every layer as
+`[num_layers, batch, num_kv_heads, max_len, head_dim]` plus a per-sequence `lengths` tensor.
+A forward pass with a cache writes the new tokens at `lengths[b] + j`, attends to everything
+before them, and advances `lengths` in place, so the same tensors serve CUDA graph replays.
+Rolling back rejected speculative tokens is `cache.lengths[:] = new_lengths`.
+
+MLA models (DeepSeek-V3) run as standard grouped-query attention with the catalog's
+`num_kv_heads` and `head_dim`; their latent cache is not modelled here (see `mla_note`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from simulator.specs import ModelSpec
+
+# Llama's `initializer_range`: with it, random logits have a standard deviation near 1 for
+# hidden sizes in the thousands, so softmax and sampling behave like a real model's.
+INIT_STD = 0.02
+
+
+@dataclass(frozen=True)
+class ArchConfig:
+    """Shapes of one decoder; sizes are counts of numbers, not bytes."""
+
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    num_shared_experts: int = 0
+    num_dense_layers: int = 0
+    tie_word_embeddings: bool = False
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"ArchConfig.{name} must be > 0, got {getattr(self, name)}")
+        if self.head_dim <= 0 or self.head_dim % 2:
+            raise ValueError(f"ArchConfig.head_dim must be even and > 0, got {self.head_dim}")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"ArchConfig.num_heads ({self.num_heads}) must be a multiple of "
+                f"num_kv_heads ({self.num_kv_heads})"
+            )
+        if self.num_experts and not 0 < self.experts_per_token <= self.num_experts:
+            raise ValueError("ArchConfig.experts_per_token must be in 1..num_experts")
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    def layer_is_moe(self, index: int) -> bool:
+        """Layers before `num_dense_layers` keep a dense MLP, as DeepSeek-V3's first three do."""
+        return self.is_moe and index >= self.num_dense_layers
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_spec(cls, spec: ModelSpec, num_layers: int | None = None) -> ArchConfig:
+        """The architecture of a catalog model, optionally cut to `num_layers` layers.
+
+        A cut MoE model keeps only MoE layers (no dense prefix): the profiler fits a line in
+        depth, and the routed layers are the ones a deep model is made of.
+        """
+        depth = spec.num_layers if num_layers is None else int(num_layers)
+        if depth <= 0:
+            raise ValueError(f"num_layers must be > 0, got {depth}")
+        dense = spec.num_dense_layers if spec.num_experts else 0
+        if depth < spec.num_layers:
+            dense = 0
+        # The catalog carries no RoPE base or norm epsilon: neither changes a step's cost, so
+        # the defaults stand.
+        return cls(
+            vocab_size=spec.vocab_size,
+            hidden_size=spec.hidden_size,
+            num_layers=depth,
+            num_heads=spec.num_attention_heads,
+            num_kv_heads=spec.num_kv_heads,
+            head_dim=spec.head_dim,
+            intermediate_size=spec.intermediate_size,
+            num_experts=spec.num_experts,
+            experts_per_token=spec.experts_per_token,
+            moe_intermediate_size=spec.moe_intermediate_size,
+            num_shared_experts=spec.num_shared_experts,
+            num_dense_layers=min(dense, depth),
+            tie_word_embeddings=spec.tie_word_embeddings,
+        )
+
+
+def mla_note(spec: ModelSpec) -> str:
+    """Why an MLA model's measured KV bytes differ from the simulator's latent formula."""
+    if not spec.is_mla:
+        return ""
+    return (
+        "MLA profiled as standard grouped-query attention "
+        f"({spec.num_kv_heads} KV heads x head_dim {spec.head_dim}); the simulator's KV "
+        f"formula uses the latent cache (kv_lora_rank {spec.kv_lora_rank} + rope dim "
+        f"{spec.qk_rope_head_dim})"
+    )
+
+
+class KVCache:
+    """Static key/value cache for all layers of one `DecoderLM`.
+
+    `k`, `v`: `[num_layers, batch, num_kv_heads, max_len, head_dim]`; `lengths`: int64 `[batch]`,
+    the number of valid slots of each sequence. Slots at or past `lengths[b]` are ignored.
+    """
+
+    def __init__(
+        self,
+        cfg: ArchConfig,
+        batch_size: int,
+        max_len: int,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        if batch_size <= 0 or max_len <= 0:
+            raise ValueError(f"batch_size and max_len must be > 0, got {batch_size}, {max_len}")
+        self.cfg = cfg
+        self.batch_size = batch_size
+        self.max_len = max_len
+        shape = (cfg.num_layers, batch_size, cfg.num_kv_heads, max_len, cfg.head_dim)
+        dtype = dtype or torch.get_default_dtype()
+        # Finite contents everywhere: a masked slot still multiplies a zero attention weight,
+        # and uninitialised memory may hold NaN (0 * NaN = NaN).
+        self.k = torch.empty(shape, device=device, dtype=dtype).uniform_(-1.0, 1.0)
+        self.v = torch.empty(shape, device=device, dtype=dtype).uniform_(-1.0, 1.0)
+        self.lengths = torch.zeros(batch_size, dtype=torch.long, device=self.k.device)
+
+    @property
+    def device(self) -> torch.device:
+        return self.k.device
+
+    def fill_(self, length: int) -> None:
+        """Mark the first `length` slots of every sequence valid (random contents)."""
+        if not 0 <= length <= self.max_len:
+            raise ValueError(f"length {length} is outside 0..max_len={self.max_len}")
+        self.lengths.fill_(length)
+
+    def nbytes(self) -> int:
+        """Bytes held by the key and value tensors."""
+        return self.k.numel() * self.k.element_size() + self.v.numel() * self.v.element_size()
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float, *, device=None, dtype=None) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(size, device=device, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in fp32 as Llama does: bf16 sums of squares lose too many digits.
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: `[B, heads, q, head_dim]`; cos, sin: `[B, 1, q, head_dim]`."""
+    return x * cos + _rotate_half(x) * sin
+
+
+class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, hidden: int, inter: int, *, device=None, dtype=None) -> None:
+        super().__init__()
+        kw = {"bias": False, "device": device, "dtype": dtype}
+        self.gate = nn.Linear(hidden, inter, **kw)
+        self.up = nn.Linear(hidden, inter, **kw)
+        self.down = nn.Linear(inter, hidden, **kw)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class MoE(nn.Module):
+    """Top-k routed SwiGLU experts (softmax over the chosen k) plus optional shared experts.
+
+    Tokens are grouped by expert and only experts that received tokens run, so a step costs
+    what a serving engine's grouped GEMM reads. The grouping needs the per-expert counts on
+    the host, so MoE layers cannot be captured in a CUDA graph.
+    """
+
+    def __init__(self, cfg: ArchConfig, *, device=None, dtype=None) -> None:
+        super().__init__()
+        e, h, i = cfg.num_experts, cfg.hidden_size, cfg.moe_intermediate_size
+        self.top_k = cfg.experts_per_token
+        self.router = nn.Linear(h, e, bias=False, device=device, dtype=dtype)
+        self.w_gate = nn.Parameter(torch.empty(e, i, h, device=device, dtype=dtype))
+        self.w_up = nn.Parameter(torch.empty(e, i, h, device=device, dtype=dtype))
+        self.w_down = nn.Parameter(torch.empty(e, h, i, device=device, dtype=dtype))
+        self.shared = (
+            MLP(h, i * cfg.num_shared_experts, device=device, dtype=dtype)
+            if cfg.num_shared_experts
+            else None
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])
+        scores = self.router(flat).float()
+        weights, chosen = scores.topk(self.top_k, dim=-1)
+        weights = weights.softmax(dim=-1).to(x.dtype)
+        order = chosen.flatten().argsort()
+        token_of = order // self.top_k
+        counts = torch.bincount(chosen.flatten(), minlength=self.w_gate.shape[0]).tolist()
+        out = torch.zeros_like(flat)
+        start = 0
+        for expert, count in enumerate(counts):
+            if not count:
+                continue
+            slots = order[start : start + count]
+            tokens = token_of[start : start + count]
+            start += count
+            h = flat[tokens]
+            y = F.silu(h @ self.w_gate[expert].T) * (h @ self.w_up[expert].T)
+            y = (y @ self.w_down[expert].T) * weights.flatten()[slots, None]
+            out = out.index_add(0, tokens, y)
+        if self.shared is not None:
+            out = out + self.shared(flat)
+        return out.reshape(shape)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ArchConfig, layer: int, *, device=None, dtype=None) -> None:
+        super().__init__()
+        self.layer = layer
+        self.heads, self.kv_heads, self.dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        kw = {"bias": False, "device": device, "dtype": dtype}
+        self.q_proj = nn.Linear(cfg.hidden_size, self.heads * self.dim, **kw)
+        self.k_proj = nn.Linear(cfg.hidden_size, self.kv_heads * self.dim, **kw)
+        self.v_proj = nn.Linear(cfg.hidden_size, self.kv_heads * self.dim, **kw)
+        self.o_proj = nn.Linear(self.heads * self.dim, cfg.hidden_size, **kw)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cache: KVCache | None,
+        positions: torch.Tensor | None,
+        mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        b, q, _ = x.shape
+        xq = self.q_proj(x).view(b, q, self.heads, self.dim).transpose(1, 2)
+        xk = self.k_proj(x).view(b, q, self.kv_heads, self.dim).transpose(1, 2)
+        xv = self.v_proj(x).view(b, q, self.kv_heads, self.dim).transpose(1, 2)
+        xq, xk = apply_rope(xq, cos, sin), apply_rope(xk, cos, sin)
+        if cache is None:
+            out = F.scaled_dot_product_attention(xq, xk, xv, is_causal=True, enable_gqa=True)
+        else:
+            index = positions[:, None, :, None].expand(b, self.kv_heads, q, self.dim)
+            k_all, v_all = cache.k[self.layer], cache.v[self.layer]
+            k_all.scatter_(2, index, xk.to(k_all.dtype))
+            v_all.scatter_(2, index, xv.to(v_all.dtype))
+            # Grouped-query attention without copying the cache once per query head: the
+            # heads that share a KV head become extra query rows of that KV head.
+            group = self.heads // self.kv_heads
+            gq = xq.reshape(b, self.kv_heads, group * q, self.dim)
+            out = F.scaled_dot_product_attention(gq, k_all, v_all, attn_mask=mask)
+            out = out.view(b, self.heads, q, self.dim)
+        return self.o_proj(out.transpose(1, 2).reshape(b, q, self.heads * self.dim))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ArchConfig, layer: int, *, device=None, dtype=None) -> None:
+        super().__init__()
+        kw = {"device": device, "dtype": dtype}
+        self.attn_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, **kw)
+        self.attn = Attention(cfg, layer, **kw)
+        self.mlp_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, **kw)
+        self.mlp: nn.Module = (
+            MoE(cfg, **kw)
+            if cfg.layer_is_moe(layer)
+            else MLP(cfg.hidden_size, cfg.intermediate_size, **kw)
+        )
+
+    def forward(self, x, cos, sin, cache, positions, mask) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), cos, sin, cache, positions, mask)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class DecoderLM(nn.Module):
+    """Random-weight decoder; `forward(ids, cache)` returns logits `[B, q, vocab]`."""
+
+    def __init__(
+        self,
+        cfg: ArchConfig,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.cfg = cfg
+        dtype = dtype or torch.get_default_dtype()
+        meta = {"device": "meta", "dtype": dtype}
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size, **meta)
+        self.layers = nn.ModuleList(Block(cfg, i, **meta) for i in range(cfg.num_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, **meta)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, **meta)
+        if cfg.tie_word_embeddings:
+            self.lm_head.weight = self.embed.weight
+        target = torch.device(device) if device is not None else torch.device("cpu")
+        if target.type != "meta":
+            self.to_empty(device=target)
+            if cfg.tie_word_embeddings:
+                # to_empty gives every parameter its own storage, which unties them.
+                self.lm_head.weight = self.embed.weight
+            self.reset_parameters(seed)
+        inv_freq = 1.0 / (
+            cfg.rope_theta
+            ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float32, device=target) / cfg.head_dim)
+        )
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    @torch.no_grad()
+    def reset_parameters(self, seed: int = 0) -> None:
+        """Random weights drawn on the parameters' own device."""
+        device = self.embed.weight.device
+        gen = torch.Generator(device=device).manual_seed(seed)
+        for name, p in self.named_parameters():
+            if name.endswith("norm.weight"):
+                p.fill_(1.0)
+            elif name.endswith("attn.o_proj.weight") or name.endswith("down.weight"):
+                # GPT-2's residual scaling keeps the residual stream from growing with depth.
+                p.normal_(0.0, INIT_STD / math.sqrt(2 * self.cfg.num_layers), generator=gen)
+            else:
+                p.normal_(0.0, INIT_STD, generator=gen)
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed.weight.device
+
+    def _rope(self, positions: torch.Tensor, dtype: torch.dtype):
+        freqs = positions[..., None].float() * self.inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)[:, None]  # [B, 1, q, head_dim]
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        cache: KVCache | None = None,
+        *,
+        num_layers: int | None = None,
+    ) -> torch.Tensor:
+        """Logits `[B, q, vocab]` for `input_ids` `[B, q]`.
+
+        `num_layers` runs only the first layers (the profiler's depth sweep shares one set of
+        weights between depths); the cache then needs only that many layers.
+        """
+        b, q = input_ids.shape
+        x = self.embed(input_ids)
+        offsets = torch.arange(q, device=input_ids.device)
+        if cache is None:
+            positions = offsets.expand(b, q)
+            mask = None
+        else:
+            if cache.batch_size != b:
+                raise ValueError(f"cache holds {cache.batch_size} sequences, input has {b}")
+            if cache.device.type == "cpu" and int(cache.lengths.max()) + q > cache.max_len:
+                raise ValueError(
+                    f"cache overflow: {int(cache.lengths.max())} + {q} > max_len {cache.max_len}"
+                )
+            positions = cache.lengths[:, None] + offsets  # [B, q]
+            slots = torch.arange(cache.max_len, device=input_ids.device)
+            visible = slots[None, None, :] <= positions[:, :, None]  # [B, q, max_len]
+            group = self.cfg.num_heads // self.cfg.num_kv_heads
+            # An additive mask in the model's dtype, built once per step: a boolean one would
+            # be converted to this form again inside every layer's attention call.
+            bias = torch.zeros(visible.shape, dtype=x.dtype, device=x.device)
+            bias.masked_fill_(~visible, torch.finfo(x.dtype).min)
+            mask = bias[:, None, None].expand(b, 1, group, q, cache.max_len)
+            mask = mask.reshape(b, 1, group * q, cache.max_len)
+        cos, sin = self._rope(positions, x.dtype)
+        for layer in self.layers[:num_layers]:
+            x = layer(x, cos, sin, cache, positions, mask)
+        logits = self.lm_head(self.norm(x))
+        if cache is not None:
+            cache.lengths.add_(q)
+        return logits
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """Bytes of all parameters, a tied embedding counted once (works on meta modules too)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())

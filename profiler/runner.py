@@ -1,0 +1,489 @@
+"""Profiling runs: build a random-weight model, sweep the (batch, query_len, context_len) grid,
+time each forward step, and collect the rows of a `specplan.profile/v1` file.
+
+Times are milliseconds, memory bytes. The grid is walked context by context, query length by
+query length, batch ascending, so an out-of-memory at one batch marks the larger batches of
+the same (query_len, context_len) as out of memory without running them.
+
+Models too large for the device run at a few depths sharing one set of weights (the first d
+layers of the deepest), and every point is extrapolated to the full depth with a line in d.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import torch
+
+from profiler.extrapolate import extrapolate, extrapolate_stats
+from profiler.model import ArchConfig, DecoderLM, KVCache, mla_note, weight_bytes
+from profiler.timing import LatencyStats, measure
+from simulator.profile import SCHEMA, DeviceInfo, Profile, profile_from_dict
+from simulator.specs import DTYPE_BYTES, ModelSpec
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# Depths for a model too large to run whole: small enough that even a 405B layer stack fits
+# one GPU, spread enough (1:2:4) that the line's slope is well determined.
+DEFAULT_DEPTHS = (1, 2, 4)
+# Share of free memory the full weights may take before the profiler switches to depths;
+# the rest is for the KV cache, activations and CUDA graph pools of the grid's points.
+WEIGHTS_FIT_FRACTION = 0.8
+# Eager calls on a side stream before a CUDA graph capture (cuBLAS handles, lazy init).
+GRAPH_WARMUP_CALLS = 3
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The points to measure: every batch x query length x context length."""
+
+    batches: tuple[int, ...]
+    query_lens: tuple[int, ...]
+    contexts: tuple[int, ...]
+
+    def shapes(self) -> Iterator[tuple[int, int]]:
+        """(query_len, context_len) pairs; batches run ascending inside each."""
+        for context in self.contexts:
+            for q in self.query_lens:
+                yield q, context
+
+    def __len__(self) -> int:
+        return len(self.batches) * len(self.query_lens) * len(self.contexts)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to measure. The CLI's defaults come from here."""
+
+    device: torch.device
+    # What serving engines run; on CPUs with AVX-512 BF16 it is also faster than fp32.
+    dtype: str = "bf16"
+    # Untimed steps per point (after one untimed point per model): between Vidur's 2 and
+    # vLLM's 10; allocator growth and kernel selection are done by then.
+    warmup: int = 5
+    # Timed steps per point, at least: enough for a p10 and p90 that are not the extremes.
+    repeats: int = 20
+    # Seconds of timed steps per point, at least, so microsecond-scale steps are not
+    # under-sampled; a 70B decode step exceeds it with `repeats` alone.
+    min_time_s: float = 0.05
+    # Engines replay decode and verify steps from CUDA graphs; eager timing would add the
+    # launch overhead they do not pay.
+    cuda_graphs: bool = True
+    depths: tuple[int, ...] | None = None
+    max_layers: int | None = None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PointResult:
+    status: str  # 'ok' | 'oom'
+    stats: LatencyStats | None
+    peak_bytes: int
+    # CUDA only: device memory in use by everyone (the NVML / cudaMemGetInfo view, CUDA
+    # context and allocator reserve included) and torch's reserved bytes, after the step.
+    device_used_bytes: int | None = None
+    reserved_bytes: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class ModelRun:
+    """What was measured for one model; `rows` are measurement rows of the profile."""
+
+    spec: ModelSpec
+    entry: dict[str, Any]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    # (batch, q, context) -> {depth: PointResult}; kept for the extrapolation check.
+    by_depth: dict[tuple[int, int, int], dict[int, PointResult]] = field(default_factory=dict)
+
+    def device_memory(self) -> dict[str, int]:
+        """Largest device-wide use and torch reserve seen over the points (CUDA only)."""
+        results = [r for by in self.by_depth.values() for r in by.values()]
+        out = {}
+        for key in ("device_used_bytes", "reserved_bytes"):
+            values = [getattr(r, key) for r in results if getattr(r, key) is not None]
+            if values:
+                out[f"{key}_max"] = max(values)
+        return out
+
+
+def is_oom(exc: BaseException | None) -> bool:
+    """An allocation failure, also when it surfaces as the cause of a failed graph capture."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, torch.OutOfMemoryError):
+            return True
+        text = str(exc).lower()
+        if isinstance(exc, RuntimeError) and (
+            "out of memory" in text or "can't allocate memory" in text
+        ):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def free_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def available_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    from profiler.device import host_available_bytes
+
+    return host_available_bytes()
+
+
+def full_weight_bytes(spec: ModelSpec, dtype: str) -> int:
+    """Bytes of the full-depth model's parameters, counted on the meta device (no memory)."""
+    meta = DecoderLM(ArchConfig.from_spec(spec), device="meta", dtype=TORCH_DTYPES[dtype])
+    return weight_bytes(meta)
+
+
+def plan_depths(spec: ModelSpec, opts: RunOptions) -> tuple[int, ...]:
+    """Depths to run: `(num_layers,)` for a whole model, else the depths to extrapolate from.
+
+    Raises ValueError naming the flag when the request cannot be honoured.
+    """
+    full = spec.num_layers
+    if opts.depths:
+        depths = tuple(sorted({d for d in opts.depths if d < full}))
+        if len(depths) < 2:
+            if max(opts.depths) >= full and len(depths) == 0:
+                return (full,)
+            raise ValueError(
+                f"--depths: {spec.id} has {full} layers; give at least two depths below {full}"
+            )
+        return depths
+    if opts.max_layers is not None and full > opts.max_layers:
+        depths = tuple(d for d in DEFAULT_DEPTHS if d <= opts.max_layers)
+        if len(depths) < 2:
+            raise ValueError("--max-layers: must be at least 2 to fit a line in depth")
+        return depths
+    if full_weight_bytes(spec, opts.dtype) > WEIGHTS_FIT_FRACTION * available_bytes(opts.device):
+        depths = tuple(d for d in DEFAULT_DEPTHS if d < full)
+        if len(depths) >= 2:
+            return depths
+    return (full,)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_point(
+    model: DecoderLM,
+    batch: int,
+    q: int,
+    context: int,
+    depth: int,
+    opts: RunOptions,
+    *,
+    graphs: bool,
+) -> PointResult:
+    """Time one forward step of the first `depth` layers at (batch, q, context)."""
+    device, dtype = opts.device, TORCH_DTYPES[opts.dtype]
+    cfg = replace(
+        model.cfg, num_layers=depth, num_dense_layers=min(depth, model.cfg.num_dense_layers)
+    )
+    cache = ids = graph = None
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    try:
+        # max_len = context + q: attention reads exactly the context plus the new tokens.
+        cache = KVCache(cfg, batch, context + q, device=device, dtype=dtype)
+        gen = torch.Generator(device=device).manual_seed(opts.seed)
+        ids = torch.randint(0, cfg.vocab_size, (batch, q), device=device, generator=gen)
+
+        def step() -> torch.Tensor:
+            # Reset lengths before every call (in place, so a graph replays it too): each
+            # timed step sees exactly `context` valid slots.
+            cache.lengths.fill_(context)
+            return model(ids, cache, num_layers=depth)
+
+        fn: Callable[[], object] = step
+        if graphs:
+            graph = _capture(step, device)
+            fn = graph.replay
+        samples = measure(
+            fn, device, warmup=opts.warmup, repeats=opts.repeats, min_time_s=opts.min_time_s
+        )
+        stats = LatencyStats.from_samples(samples)
+        if device.type != "cuda":
+            # The CPU allocator keeps no peak statistics: count the tensors the step owns.
+            logits = batch * q * cfg.vocab_size * torch.tensor([], dtype=dtype).element_size()
+            return PointResult("ok", stats, weight_bytes(model) + cache.nbytes() + logits)
+        free, total = torch.cuda.mem_get_info(device)
+        return PointResult(
+            "ok",
+            stats,
+            int(torch.cuda.max_memory_allocated(device)),
+            device_used_bytes=int(total - free),
+            reserved_bytes=int(torch.cuda.max_memory_reserved(device)),
+        )
+    except (RuntimeError, torch.OutOfMemoryError) as exc:
+        if not is_oom(exc):
+            raise
+        peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0
+        return PointResult("oom", None, peak)
+    finally:
+        # Drop the cache and the graph's memory pool before the next point allocates.
+        cache = ids = graph = fn = None
+        free_memory(device)
+
+
+def _capture(step: Callable[[], torch.Tensor], device: torch.device) -> torch.cuda.CUDAGraph:
+    """Capture one call of `step` in a CUDA graph (static shapes, static cache tensors)."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(GRAPH_WARMUP_CALLS):
+            step()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    _sync(device)
+    return graph
+
+
+def model_entry(spec: ModelSpec, depths: Sequence[int], opts: RunOptions, notes: str) -> dict:
+    """The `models[i]` entry: architecture, depths run, full weight and KV bytes."""
+    full_cfg = ArchConfig.from_spec(spec)
+    dtype = TORCH_DTYPES[opts.dtype]
+    run_cfg = ArchConfig.from_spec(spec, max(depths))
+    # Measured from an allocated cache: bytes per token per layer, times the full depth.
+    probe = KVCache(run_cfg, 1, 8, device=opts.device, dtype=dtype)
+    per_layer_token = probe.nbytes() // (8 * run_cfg.num_layers)
+    measured = per_layer_token * spec.num_layers
+    formula = int(spec.kv_values_per_token_per_layer * spec.num_layers * DTYPE_BYTES[opts.dtype])
+    return {
+        "id": spec.id,
+        "architecture": full_cfg.to_dict(),
+        "layers_run": list(depths),
+        "num_layers": spec.num_layers,
+        "extrapolated": max(depths) < spec.num_layers,
+        "weight_bytes": full_weight_bytes(spec, opts.dtype),
+        "kv_bytes_per_token": int(measured),
+        "kv_bytes_per_token_formula": formula,
+        "notes": notes,
+    }
+
+
+class Progress:
+    """Hook the CLI passes in; the runner reports each finished point."""
+
+    def start(self, total: int) -> None: ...
+
+    def advance(self, label: str) -> None: ...
+
+
+def profile_model(
+    spec: ModelSpec,
+    grid: Grid,
+    opts: RunOptions,
+    *,
+    progress: Progress | None = None,
+    depths: Sequence[int] | None = None,
+    extra_depths: Sequence[int] = (),
+    run: ModelRun | None = None,
+) -> ModelRun:
+    """Measure every grid point of one model; on Ctrl-C `run` holds the points done so far.
+
+    `extra_depths` are also run but not used in the fit (the extrapolation check runs the full
+    depth next to the shallow ones).
+    """
+    progress = progress or Progress()
+    depths = tuple(depths or plan_depths(spec, opts))
+    full = spec.num_layers
+    extrapolated = max(depths) < full
+    notes = []
+    note = mla_note(spec)
+    if note:
+        notes.append(note)
+    graphs = opts.cuda_graphs and opts.device.type == "cuda"
+    if graphs and spec.num_experts:
+        graphs = False
+        notes.append("CUDA graphs off: MoE routing needs host-side expert counts")
+    if extrapolated:
+        notes.append(
+            f"extrapolated from depths {', '.join(map(str, depths))} to {full} layers "
+            "(least-squares line in depth per grid point)"
+        )
+        if spec.num_experts and spec.num_dense_layers:
+            notes.append(
+                f"shallow runs use MoE layers only; the {spec.num_dense_layers} dense layers "
+                "are costed as MoE layers"
+            )
+    entry = model_entry(spec, depths, opts, "; ".join(notes))
+    if run is None:
+        run = ModelRun(spec, entry)
+    else:
+        run.entry = entry
+    all_depths = tuple(sorted(set(depths) | set(extra_depths)))
+    torch.manual_seed(opts.seed)
+    try:
+        model = DecoderLM(
+            ArchConfig.from_spec(spec, max(all_depths)),
+            device=opts.device,
+            dtype=TORCH_DTYPES[opts.dtype],
+            seed=opts.seed,
+        ).eval()
+    except (RuntimeError, torch.OutOfMemoryError) as exc:
+        if not is_oom(exc):
+            raise
+        free_memory(opts.device)
+        run.entry["notes"] = "; ".join(
+            [*notes, f"the weights of {max(all_depths)} layers did not fit (try --max-layers)"]
+        )
+        for q, context in grid.shapes():
+            for batch in grid.batches:
+                run.rows.append(_row(spec.id, batch, q, context, depths, {}, full, 0, 0))
+                progress.advance(f"{spec.id} B={batch} q={q} L={context} (weights do not fit)")
+        return run
+    wb_model = weight_bytes(model)
+    wb_full = entry["weight_bytes"]
+    try:
+        with torch.inference_mode():
+            # One untimed point first: lazy initialisation (kernel selection, allocator growth,
+            # cuBLAS/oneDNN handles) otherwise lands in the first measured point.
+            q0, context0 = next(grid.shapes())
+            run_point(
+                model,
+                grid.batches[0],
+                q0,
+                context0,
+                max(all_depths),
+                replace(opts, repeats=1, min_time_s=0.0),
+                graphs=graphs,
+            )
+            for q, context in grid.shapes():
+                oom = False
+                for batch in grid.batches:
+                    label = f"{spec.id} B={batch} q={q} L={context}"
+                    results: dict[int, PointResult] = {}
+                    if not oom:
+                        for d in all_depths:
+                            results[d] = run_point(model, batch, q, context, d, opts, graphs=graphs)
+                            if not results[d].ok:
+                                break
+                    run.by_depth[(batch, q, context)] = results
+                    row = _row(spec.id, batch, q, context, depths, results, full, wb_model, wb_full)
+                    oom = oom or row["status"] == "oom"
+                    run.rows.append(row)
+                    progress.advance(label)
+    finally:
+        del model
+        free_memory(opts.device)
+    return run
+
+
+def _row(
+    model_id: str,
+    batch: int,
+    q: int,
+    context: int,
+    depths: Sequence[int],
+    results: dict[int, PointResult],
+    full: int,
+    wb_model: int,
+    wb_full: int,
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "model": model_id,
+        "batch": batch,
+        "query_len": q,
+        "context_len": context,
+    }
+    extrapolated = len(depths) > 1
+    if not all(d in results and results[d].ok for d in depths):
+        failed = [r.peak_bytes for r in results.values() if not r.ok]
+        return {
+            **row,
+            "median_ms": math.nan,
+            "p10_ms": math.nan,
+            "p90_ms": math.nan,
+            "repeats": 0,
+            "peak_bytes": max(failed, default=0),
+            "status": "oom",
+            "extrapolated": extrapolated,
+        }
+    if not extrapolated:
+        r = results[depths[0]]
+        s = r.stats
+        return {
+            **row,
+            "median_ms": s.median_ms,
+            "p10_ms": s.p10_ms,
+            "p90_ms": s.p90_ms,
+            "repeats": s.repeats,
+            "peak_bytes": r.peak_bytes,
+            "status": "ok",
+            "extrapolated": False,
+        }
+    stats = [
+        (results[d].stats.median_ms, results[d].stats.p10_ms, results[d].stats.p90_ms)
+        for d in depths
+    ]
+    med, p10, p90 = extrapolate_stats(depths, stats, full)
+    # Memory: the weights are known exactly; only what the step adds (KV cache, activations)
+    # is fitted in depth.
+    extra = extrapolate(depths, [results[d].peak_bytes - wb_model for d in depths], full)
+    return {
+        **row,
+        "median_ms": med,
+        "p10_ms": p10,
+        "p90_ms": p90,
+        "repeats": min(results[d].stats.repeats for d in depths),
+        "peak_bytes": int(wb_full + extra),
+        "status": "ok",
+        "extrapolated": True,
+    }
+
+
+def build_profile(
+    runs: Sequence[ModelRun],
+    device: DeviceInfo,
+    opts: RunOptions,
+    command: str,
+    *,
+    cuda_graphs_used: bool,
+) -> Profile:
+    """Validate and wrap the measured rows as a `Profile` (raises InputError if malformed)."""
+    data = {
+        "schema": SCHEMA,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": command,
+        "device": {
+            "name": device.name,
+            "kind": device.kind,
+            "memory_bytes": device.memory_bytes,
+            "driver": device.driver,
+            "torch_version": device.torch_version,
+            "cpu_threads": device.cpu_threads,
+            "nvml": device.nvml,
+            "reason_no_gpu": device.reason_no_gpu,
+        },
+        "settings": {
+            "dtype": opts.dtype,
+            "warmup": opts.warmup,
+            "repeats": opts.repeats,
+            "min_time_s": opts.min_time_s,
+            "cuda_graphs": cuda_graphs_used,
+        },
+        "models": [r.entry for r in runs],
+        "measurements": [row for r in runs for row in r.rows],
+    }
+    return profile_from_dict(data, "profile")

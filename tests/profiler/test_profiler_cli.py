@@ -1,0 +1,230 @@
+"""`python -m profiler`: a tiny profile end to end, flag errors, Ctrl-C, device info."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from profiler import cli, device
+from profiler.progress import Bar
+from simulator.profile import SCHEMA, load_profile
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICK = ["--repeats", "3", "--warmup", "1", "--min-time", "0", "--threads", "1", "--quiet"]
+
+
+@pytest.fixture(autouse=True)
+def restore_threads():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def test_tiny_profile_from_the_shell_in_under_30_s(tmp_path):
+    out = tmp_path / "cpu" / "tiny.json"
+    cmd = [sys.executable, "-m", "profiler", "run", "--target", "tiny", "--device", "cpu"]
+    cmd += ["--batch", "1,2,4", "--k", "1-3", "--context", "64,512", "--out", str(out)]
+    cmd += ["--repeats", "5", "--warmup", "2", "--min-time", "0.01", "--threads", "1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    t0 = time.monotonic()
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - t0
+    assert done.returncode == 0, done.stderr
+    assert elapsed < 30, f"took {elapsed:.1f} s"
+    assert "ETA" in done.stderr and "wrote" in done.stderr
+    profile = load_profile(out)
+    again = load_profile(out.with_suffix(".csv"))
+    assert profile.schema == SCHEMA
+    assert profile.device.kind == "cpu" and profile.device.cpu_threads == 1
+    assert profile.settings.dtype == "bf16" and profile.settings.cuda_graphs is False
+    (model,) = profile.models
+    assert model.id == "tiny" and not model.extrapolated and model.layers_run == [2]
+    assert model.kv_bytes_per_token == model.kv_bytes_per_token_formula == 2 * 2 * 2 * 16 * 2
+    assert model.weight_bytes == 106816 * 2
+    df = profile.measurements
+    assert len(df) == 3 * 4 * 2 and (df["status"] == "ok").all()
+    assert sorted(df["query_len"].unique()) == [1, 2, 3, 4]
+    assert (df["p10_ms"] <= df["median_ms"]).all() and (df["median_ms"] <= df["p90_ms"]).all()
+    assert (df["repeats"] >= 5).all()
+    assert again.measurements.equals(profile.measurements)
+    assert json.loads(out.read_text())["command"].startswith("python -m profiler run")
+
+
+def _fail(argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag", "words"),
+    [
+        (["--target", "nope"], "--target", "unknown model id 'nope'"),
+        (["--target", "tiny", "--draft", "nope"], "--draft", "unknown"),
+        (["--target", "tiny", "--draft", "tiny"], "--draft", "the target itself"),
+        (["--target", "tiny", "--batch", "0,1"], "--batch", "outside"),
+        (["--target", "tiny", "--batch", "two"], "--batch", "not a whole number"),
+        (["--target", "tiny", "--k", "0-3"], "--k", "outside 1..63"),
+        (["--target", "tiny", "--k", "5-2"], "--k", "backwards"),
+        (["--target", "tiny", "--context=-5"], "--context", ""),
+        (["--target", "tiny", "--repeats", "0"], "--repeats", ">= 1"),
+        (["--target", "tiny", "--min-time", "nan"], "--min-time", ""),
+        (["--target", "tiny", "--out", "x.txt"], "--out", ".json"),
+        (["--target", "tiny", "--depths", "1,4"], "--depths", "two depths below 2"),
+        (["--target", "llama-3.3-70b", "--max-layers", "1"], "--max-layers", ""),
+        (["--target", "tiny", "--models-csv", "/nonexistent.csv"], "--models-csv", "not found"),
+        (["--target", "tiny", "--dtype", "int4"], "--dtype", "invalid choice"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(extra, flag, words, capsys, tmp_path):
+    err = _fail(["run", "--device", "cpu", "--quiet", *extra], capsys)
+    assert flag in err and words in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message without a GPU")
+def test_cuda_without_a_gpu_is_a_flag_error(capsys):
+    err = _fail(["run", "--target", "tiny", "--device", "cuda"], capsys)
+    assert "--device" in err and "cuda" in err
+
+
+def test_ctrl_c_writes_what_was_measured(monkeypatch, tmp_path, capsys):
+    advance = Bar.advance
+
+    def interrupt_after_three(self, label):
+        advance(self, label)
+        if self.done == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Bar, "advance", interrupt_after_three)
+    out = tmp_path / "partial.json"
+    argv = ["run", "--target", "tiny", "--device", "cpu", "--batch", "1,2", "--k", "1"]
+    argv += ["--context", "16,32", "--out", str(out), *QUICK]
+    assert cli.main(argv) == 130
+    assert "interrupted" in capsys.readouterr().err
+    profile = load_profile(out)
+    assert len(profile.measurements) == 3
+    assert len(load_profile(out.with_suffix(".csv")).measurements) == 3
+
+
+def test_forced_extrapolation_records_depths(tmp_path, capsys):
+    out = tmp_path / "deep.json"
+    argv = ["run", "--target", "llama-3.2-1b", "--device", "cpu", "--dtype", "bf16"]
+    argv += ["--batch", "1", "--k", "1", "--context", "16", "--max-layers", "2", "--out", str(out)]
+    # Two depths of a real catalog architecture (about 0.7 GB of bf16 weights at depth 2).
+    assert cli.main([*argv, *QUICK]) == 0
+    assert "extrapolating" in capsys.readouterr().err
+    profile = load_profile(out)
+    (model,) = profile.models
+    assert model.extrapolated and model.layers_run == [1, 2] and model.num_layers == 16
+    assert model.weight_bytes == 1235814400 * 2
+    assert model.kv_bytes_per_token == model.kv_bytes_per_token_formula == 16 * 2 * 8 * 64 * 2
+    df = profile.measurements
+    assert df["extrapolated"].all() and (df["status"] == "ok").all()
+    assert (df["peak_bytes"] > model.weight_bytes).all()
+
+
+def test_info_says_why_there_is_no_gpu(capsys):
+    assert cli.main(["info", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "(cpu)" in out and "memory:" in out and "threads:" in out
+    if not torch.cuda.is_available():
+        assert "no GPU:" in out
+
+
+def test_device_slug():
+    assert device.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    info = device.describe("cpu", threads=1)
+    assert device.device_slug(info) == "cpu"
+    assert info.kind == "cpu" and info.memory_bytes > 0 and info.cpu_threads == 1
+
+
+def _fake_pynvml() -> types.ModuleType:
+    """Enough of nvidia-ml-py's surface to exercise the NVML code path without a driver."""
+    nv = types.ModuleType("pynvml")
+
+    class NVMLError(Exception):
+        pass
+
+    class NotSupported(NVMLError):
+        pass
+
+    mem = types.SimpleNamespace(total=80 * 2**30, used=2 * 2**30, free=78 * 2**30)
+    nv.NVMLError = NVMLError
+    nv.NVML_CLOCK_SM, nv.NVML_CLOCK_MEM, nv.NVML_TEMPERATURE_GPU = 1, 2, 0
+    nv.nvmlInit = lambda: None
+    nv.nvmlShutdown = lambda: None
+    nv.nvmlSystemGetDriverVersion = lambda: b"560.35.03"
+    nv.nvmlDeviceGetCount = lambda: 1
+    nv.nvmlDeviceGetHandleByIndex = lambda i: f"h{i}"
+    nv.nvmlDeviceGetUUID = lambda h: "GPU-1234"
+    nv.nvmlDeviceGetName = lambda h: b"NVIDIA H100 80GB HBM3"
+    nv.nvmlDeviceGetMemoryInfo = lambda h: mem
+    nv.nvmlDeviceGetClockInfo = lambda h, kind: 1980 if kind == 1 else 2619
+    nv.nvmlDeviceGetMaxClockInfo = lambda h, kind: 1980 if kind == 1 else 2619
+    nv.nvmlDeviceGetPowerUsage = lambda h: 312_500
+    nv.nvmlDeviceGetEnforcedPowerLimit = lambda h: 700_000
+    nv.nvmlDeviceGetTemperature = lambda h, kind: 41
+    nv.nvmlDeviceGetCudaComputeCapability = lambda h: (9, 0)
+
+    def unsupported(h):
+        raise NotSupported("Not Supported")
+
+    nv.nvmlDeviceGetMemoryBusWidth = unsupported
+    return nv
+
+
+def test_nvml_metrics_are_converted_and_unsupported_ones_are_none(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
+    monkeypatch.setattr(device.importlib.util, "find_spec", lambda name: object())
+    nvml, reason = device.NVML.open()
+    assert reason is None
+    assert nvml.driver() == "560.35.03"
+    static = nvml.static("h0")
+    assert static["name"] == "NVIDIA H100 80GB HBM3"
+    assert static["power_limit_w"] == 700.0
+    assert static["memory_total_bytes"] == 80 * 2**30
+    assert static["compute_capability"] == "9.0"
+    assert static["memory_bus_width_bits"] is None
+    snap = nvml.snapshot("h0")
+    assert snap == {
+        "sm_clock_mhz": 1980,
+        "mem_clock_mhz": 2619,
+        "power_w": 312.5,
+        "memory_used_bytes": 2 * 2**30,
+        "temperature_c": 41,
+    }
+    nvml.close()
+
+
+def test_nvml_failure_is_one_line_reason(monkeypatch):
+    nv = _fake_pynvml()
+
+    def no_driver():
+        raise nv.NVMLError("NVML Shared Library Not Found")
+
+    nv.nvmlInit = no_driver
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    monkeypatch.setattr(device.importlib.util, "find_spec", lambda name: object())
+    nvml, reason = device.NVML.open()
+    assert nvml is None and "NVML Shared Library Not Found" in reason and "\n" not in reason
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_profile_with_graphs(tmp_path):
+    out = tmp_path / "tiny.json"
+    argv = ["run", "--target", "tiny", "--device", "cuda", "--batch", "1,4", "--k", "2"]
+    argv += ["--context", "64", "--out", str(out), "--repeats", "5", "--quiet"]
+    assert cli.main(argv) == 0
+    profile = load_profile(out)
+    assert profile.device.kind == "cuda" and profile.settings.cuda_graphs
+    assert (profile.measurements["status"] == "ok").all()
