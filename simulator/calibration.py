@@ -272,6 +272,30 @@ class Calibration:
             out[rows] = fit.overhead_fixed_ms + fit.overhead_per_layer_ms * layers[rows]
         return out
 
+    def fitted_step_ms(
+        self, gpu_id: str, spec: ModelSpec, weight_dtype: str, batch, query_len, context_len
+    ) -> np.ndarray | None:
+        """The fitted roofline (no measurements) of one model on one device, in ms, as
+        `predict` uses it beyond a profile's grid; None when the device has no fit."""
+        fit = self.model_fits.get((gpu_id, spec.id)) or self.fits.get(gpu_id)
+        if fit is None:
+            return None
+        dtype_bytes = DTYPE_BYTES.get(weight_dtype, 2.0)
+        nbytes, flops = get_model_traffic(
+            ModelArrays.from_specs([spec]),
+            batch,
+            query_len,
+            context_len,
+            dtype_bytes,
+            dtype_bytes,
+            1.0,
+        )
+        return (
+            roofline_only_ms(fit, nbytes, flops)
+            + fit.overhead_fixed_ms
+            + fit.overhead_per_layer_ms * spec.num_layers
+        )
+
     def measured_ms(
         self, gpu_ids, model_ids, weight_dtype, num_gpus, batch, query_len, context_len
     ) -> tuple[np.ndarray, np.ndarray]:

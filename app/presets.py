@@ -1,0 +1,89 @@
+"""Workload presets: which published acceptance figure (data/acceptance_priors.csv) fills
+the acceptance input for a workload, a method and a target. Never invents a figure: a
+workload without a published row for the method returns None.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from simulator.acceptance import alpha_from_tau
+from simulator.specs import ModelSpec
+
+WORKLOADS = ("chat", "code", "summarisation", "creative")
+MEASURED = "measured"
+"""The workload option that takes acceptance from a vLLM /metrics scrape."""
+
+
+@dataclass(frozen=True)
+class Prior:
+    alpha: float
+    tau: float | None
+    k: int | None
+    hint: str
+    source: str
+    derived_alpha: bool
+    """True when the row gives tau at k and alpha comes from the i.i.d. inversion."""
+
+    def describe(self) -> str:
+        what = f"tau {self.tau:g} at K={self.k}" if self.tau and self.k else ""
+        how = " → alpha by i.i.d. inversion" if self.derived_alpha else ""
+        return f"{self.hint}" + (f"; {what}{how}" if what else "")
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        value = float(str(text).strip())
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower())
+
+
+def _alpha(row: dict[str, str]) -> tuple[float, float | None, int | None, bool] | None:
+    alpha = _number(row.get("acceptance_rate"))
+    tau = _number(row.get("mean_accepted_tokens"))
+    k = _number(row.get("k"))
+    k_int = int(k) if k is not None and k >= 1 else None
+    if alpha is not None and 0 <= alpha <= 1:
+        return alpha, tau, k_int, False
+    if tau is not None and k_int is not None and 1 <= tau <= k_int + 1:
+        return float(alpha_from_tau(tau, k_int)), tau, k_int, True
+    return None
+
+
+def pick_prior(
+    rows: list[dict[str, str]], workload: str, method: str, target: ModelSpec | None
+) -> Prior | None:
+    """The published row for (workload, method) that best fits the target.
+
+    A row whose draft hint names the target comes first, then a chain draft (engines verify
+    a chain, and a tree's tau overstates a chain's), then file order.
+    """
+    best: tuple[int, Prior] | None = None
+    target_slugs = {_slug(target.id), _slug(target.name)} if target is not None else set()
+    for row in rows:
+        if row.get("workload", "").strip() != workload or row.get("method", "").strip() != method:
+            continue
+        value = _alpha(row)
+        if value is None:
+            continue
+        hint = row.get("draft_hint", "").strip()
+        hint_slug = _slug(hint)
+        score = 2 * any(s and s in hint_slug for s in target_slugs) + ("chain" in hint.lower())
+        prior = Prior(
+            alpha=round(value[0], 3),
+            tau=value[1],
+            k=value[2],
+            hint=hint,
+            source=row.get("source", "").split("|")[0].strip(),
+            derived_alpha=value[3],
+        )
+        if best is None or score > best[0]:
+            best = (score, prior)
+    return None if best is None else best[1]

@@ -1,0 +1,41 @@
+"""SpecPlan dashboard entry point: page config, navigation and the calibration note.
+
+Run from the repository root: `python -m streamlit run app/streamlit_app.py` (`make run`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    # `streamlit run app/streamlit_app.py` puts only app/ on the path; pages import
+    # `app.*` and `simulator.*` from the repository root.
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from app import widgets  # noqa: E402
+
+VIEWS = Path(__file__).resolve().parent / "views"
+
+st.set_page_config(
+    page_title="SpecPlan",
+    page_icon=":material/rocket_launch:",
+    layout="wide",
+    initial_sidebar_state="expanded",
+)
+pages = [
+    st.Page(VIEWS / "roi.py", title="ROI calculator", icon=":material/calculate:", default=True),
+    st.Page(VIEWS / "sizer.py", title="Concurrency sizer", icon=":material/memory:"),
+    st.Page(VIEWS / "profiles.py", title="Profiles", icon=":material/speed:"),
+    st.Page(
+        VIEWS / "acceptance.py", title="Acceptance from production", icon=":material/monitoring:"
+    ),
+    st.Page(VIEWS / "reports.py", title="Reports", icon=":material/table_view:"),
+    st.Page(VIEWS / "validation.py", title="Validation", icon=":material/fact_check:"),
+]
+page = st.navigation(pages)
+widgets.calibration_note()
+page.run()

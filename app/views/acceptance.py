@@ -1,0 +1,148 @@
+"""Acceptance from production: read vLLM's speculative-decoding counters from a /metrics
+scrape, derive alpha and the mean accepted tokens, and feed them to the other pages."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app import figures, sim, widgets
+from app.presets import MEASURED
+from app.samples import EXAMPLE_SCRAPE
+from simulator.acceptance import positions_iid
+from simulator.errors import InputError
+from simulator.metrics import MAX_SCRAPE_BYTES, parse_vllm_metrics
+
+MAX_UPLOAD_MB = max(1, MAX_SCRAPE_BYTES // (1024 * 1024))
+
+st.title("Acceptance from production")
+st.caption(
+    "Paste what `curl http://<vllm-host>:8000/metrics` returns, or upload it. The "
+    "speculative-decoding counters give the acceptance your traffic really sees; the "
+    "planning pages can then use it instead of a published figure."
+)
+
+
+def _load_example() -> None:
+    st.session_state["scrape_text"] = EXAMPLE_SCRAPE
+
+
+def _use_everywhere() -> None:
+    measured = st.session_state.get(sim.MEASURED_KEY)
+    if measured:
+        st.session_state["workload"] = MEASURED
+        st.session_state["acceptance_rate"] = round(float(measured["alpha"]), 3)
+        if st.session_state.get("method", "none") == "none":
+            st.session_state["method"] = "eagle"
+
+
+left, right = st.columns([2, 1])
+text = left.text_area(
+    "Scrape (Prometheus text format)",
+    key="scrape_text",
+    height=230,
+    placeholder="# TYPE vllm:spec_decode_num_drafts_total counter\n"
+    'vllm:spec_decode_num_drafts_total{engine="0"} 18452.0\n...',
+)
+upload = right.file_uploader(
+    "…or upload a scrape file",
+    type=["txt", "prom", "metrics"],
+    max_upload_size=MAX_UPLOAD_MB,
+    key="scrape_upload",
+)
+k_given = right.number_input(
+    "K the server ran with (only for vLLM V0 scrapes)",
+    0,
+    16,
+    0,
+    key="scrape_k",
+    help="V1 scrapes count drafts, so K follows from drafted / drafts; leave 0.",
+)
+right.button("Load an example scrape", on_click=_load_example, key="load_example")
+
+source, payload = None, None
+if upload is not None:
+    source, payload = upload.name, upload.getvalue()
+elif text and text.strip():
+    source, payload = "pasted scrape", text
+
+metrics = None
+if payload is not None:
+    try:
+        metrics = parse_vllm_metrics(payload, k=int(k_given) or None, source=source)
+    except InputError as exc:
+        widgets.show_error(exc, "Cannot derive acceptance")
+else:
+    st.info("Paste a scrape, upload one, or load the example.")
+
+if metrics is not None:
+    measured = {
+        "alpha": float(metrics.alpha),
+        "tau": float(metrics.mean_accepted_tokens),
+        "k": int(metrics.k),
+        "draft_acceptance_rate": float(metrics.draft_acceptance_rate),
+        "acceptance_per_position": metrics.acceptance_per_position,
+        "source": source,
+    }
+    st.session_state[sim.MEASURED_KEY] = measured
+    st.subheader(f"From {source}")
+    m = st.columns(4)
+    m[0].metric(
+        "Mean accepted tokens τ",
+        f"{metrics.mean_accepted_tokens:.3f}",
+        help="Tokens emitted per target step, bonus token included: 1 + accepted / drafts.",
+    )
+    m[1].metric(
+        "Acceptance rate α",
+        f"{metrics.alpha:.3f}",
+        help="The i.i.d. per-token acceptance that gives this τ at this K.",
+    )
+    m[2].metric(
+        "vLLM draft acceptance rate",
+        f"{metrics.draft_acceptance_rate:.3f}",
+        help="accepted / drafted = (τ - 1) / K. Not α.",
+    )
+    m[3].metric("K", f"{metrics.k}")
+    counters = pd.DataFrame(
+        {
+            "counter": [
+                "drafts",
+                "draft tokens",
+                "accepted tokens",
+                "emitted tokens (V0)",
+            ],
+            "value": [
+                metrics.num_drafts,
+                metrics.num_draft_tokens,
+                metrics.num_accepted_tokens,
+                metrics.num_emitted_tokens,
+            ],
+        }
+    )
+    c1, c2 = st.columns([1, 2])
+    c1.dataframe(counters, hide_index=True, key="acceptance_counters")
+    if metrics.per_position_rates:
+        rates = metrics.per_position_rates
+        df = pd.DataFrame(
+            {
+                "position": list(range(1, len(rates) + 1)),
+                "measured": rates,
+                "iid": positions_iid(metrics.alpha, len(rates)).ravel(),
+            }
+        )
+        c2.plotly_chart(figures.acceptance_by_position(df), key="acceptance_positions")
+        c2.caption(
+            "Per-position rates are what the planning pages use in 'measured' mode: an "
+            "i.i.d. α overstates τ at large K when the rates fall with position."
+        )
+    else:
+        c2.info("This scrape has no per-position counters; the pages will use α.")
+    st.button(
+        "Use these figures on every page",
+        on_click=_use_everywhere,
+        type="primary",
+        key="use_measured",
+        icon=":material/check:",
+    )
+    if st.session_state.get("workload") == MEASURED:
+        st.success("The planning pages use these figures (workload preset 'measured').")

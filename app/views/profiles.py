@@ -1,0 +1,156 @@
+"""Profiles: upload measured profiles (JSON or CSV from `python -m profiler run`), see
+each one's latency against the roofline, and choose the one that calibrates every page."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import figures, sim, widgets
+from simulator.calibration import summary
+from simulator.errors import InputError
+from simulator.profile import MAX_PROFILE_BYTES
+
+MAX_UPLOAD_MB = MAX_PROFILE_BYTES // (1024 * 1024)
+
+st.title("Profiles")
+st.caption(
+    "A profile holds step latencies measured on one machine by `python -m profiler run`. "
+    "Uploads are read as data only (JSON or CSV text, at most "
+    f"{MAX_UPLOAD_MB} MB each) and checked field by field."
+)
+
+uploads = st.file_uploader(
+    "Upload profile files",
+    type=["json", "csv"],
+    accept_multiple_files=True,
+    max_upload_size=MAX_UPLOAD_MB,
+    key="profile_upload",
+    help="Several at once; a bad file is reported and the others still load.",
+)
+store = sim.uploaded_profiles()
+for up in uploads or []:
+    data = up.getvalue()
+    if len(data) > MAX_PROFILE_BYTES:
+        widgets.show_error(
+            InputError(
+                f"{len(data):,} bytes is over the {MAX_PROFILE_BYTES:,}-byte limit",
+                file=up.name,
+            ),
+            "Rejected",
+        )
+        continue
+    try:
+        profile = sim.parse_profile(data, up.name)
+    except InputError as exc:
+        store.pop(up.name, None)
+        widgets.show_error(exc, "Rejected")
+        continue
+    if store.get(up.name) != data:
+        # A new file: show it in the plot below.
+        st.session_state["plot_profile"] = f"uploaded: {up.name}"
+    store[up.name] = data
+    st.success(
+        f"{up.name}: {profile.device.name} ({profile.device.kind}), "
+        f"{len(profile.measurements)} measurements of "
+        f"{', '.join(m.id for m in profile.models)}.",
+        icon=":material/check:",
+    )
+
+options = sim.profile_options()
+if not options:
+    st.info(
+        "No profiles yet: nothing is bundled under data/profiles/ and nothing is uploaded. "
+        "Profile this machine with `python -m profiler run` and upload the file."
+    )
+
+# ---------------------------------------------------------------------------- table
+rows, parsed = [], {}
+for label, (name, data) in options.items():
+    try:
+        p = sim.parse_profile(data, name)
+    except InputError as exc:
+        st.warning(f"{label} cannot be read: {exc}")
+        continue
+    parsed[label] = (p, f"{label}:{sim.digest(data)}")
+    ok = p.measurements[p.measurements["status"] == "ok"]
+    rows.append(
+        {
+            "profile": label,
+            "device": p.device.name,
+            "kind": p.device.kind,
+            "dtype": p.settings.dtype,
+            "CUDA graphs": p.settings.cuda_graphs,
+            "models": ", ".join(m.id for m in p.models),
+            "points": len(ok),
+            "batch": f"{ok['batch'].min()}-{ok['batch'].max()}" if len(ok) else "",
+            "query_len": ", ".join(str(v) for v in sorted(ok["query_len"].unique())),
+            "created": p.created,
+        }
+    )
+if rows:
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="profiles_table")
+
+
+def _forget_uploads() -> None:
+    sim.uploaded_profiles().clear()
+    st.session_state[sim.CALIBRATE_KEY] = sim.NO_PROFILE
+
+
+c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+choices = [sim.NO_PROFILE, *parsed]
+if st.session_state.get(sim.CALIBRATE_KEY, sim.NO_PROFILE) not in choices:
+    st.session_state[sim.CALIBRATE_KEY] = sim.NO_PROFILE
+c1.selectbox(
+    "Calibrate every page with",
+    choices,
+    key=sim.CALIBRATE_KEY,
+    persist_state="session",
+    help="Scenarios on the profile's device then use its measured step times, and a "
+    "roofline fitted to it wherever it measured nothing.",
+)
+if store:
+    c2.button("Forget uploaded profiles", key="forget_uploads", on_click=_forget_uploads)
+state = sim.current_calibration()
+if state.calibration is not None:
+    for line in summary(state.calibration):
+        st.caption(f":material/tune: Fit: {line}")
+
+# ---------------------------------------------------------------------------- plot
+if parsed:
+    st.subheader("Latency against batch, measured and predicted")
+    labels = list(parsed)
+    uploaded = [lb for lb in labels if lb.startswith("uploaded: ")]
+    preferred = state.label if state.label in labels else (uploaded or labels)[0]
+    c = st.columns([1.2, 1, 0.8, 1.5])
+    label = c[0].selectbox("Profile", labels, index=labels.index(preferred), key="plot_profile")
+    profile, key = parsed[label]
+    model_ids = [m.id for m in profile.models]
+    model_id = c[1].selectbox("Model", model_ids, key=f"plot_model:{label}")
+    ok = profile.measurements_for(model_id)
+    if not len(ok):
+        st.warning(f"{label} has no successful measurement of {model_id}.")
+    else:
+        contexts = sorted(int(v) for v in ok["context_len"].unique())
+        context = c[2].selectbox("Context length", contexts, key=f"plot_context:{label}:{model_id}")
+        at_context = ok[ok["context_len"] == context]
+        q_all = sorted(int(v) for v in at_context["query_len"].unique())
+        spread = sorted({q_all[round(i * (len(q_all) - 1) / 3)] for i in range(4)})
+        q_shown = c[3].multiselect(
+            "Query lengths", q_all, default=spread, key=f"plot_query_lens:{label}:{model_id}"
+        )
+        measured = at_context[at_context["query_len"].isin(q_shown or q_all)]
+        lo, hi = int(measured["batch"].min()), int(measured["batch"].max())
+        grid = np.unique(np.round(np.geomspace(lo, max(hi, lo + 1), 24)))
+        predicted = sim.profile_prediction(
+            key, profile, model_id, context, grid, sorted(measured["query_len"].unique())
+        )
+        st.plotly_chart(figures.profile_latency(measured, predicted), key="profile_latency")
+        if predicted.empty:
+            st.caption(f"{model_id} is not in the model catalog: no roofline to compare with.")
+        else:
+            st.caption(
+                "Lines: the roofline fitted to this profile (solid) and, for a catalog GPU, "
+                "the datasheet roofline the pages use without a profile (dotted)."
+            )

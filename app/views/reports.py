@@ -1,0 +1,251 @@
+"""Reports: an editable scenario table, prefilled from the planning pages, run through the
+simulator; the sizing report (every input and output column, units in the headers) and
+the launch configuration as downloads."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import sim, widgets
+from simulator import launch
+from simulator.errors import InputError
+from simulator.preflight import K_MAX_SENSIBLE
+from simulator.reports import add_economics, add_preflight, launch_config_text, report_csv
+from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
+
+ROWS_KEY = "report_rows"
+EDITOR_KEY = "report_editor"
+EDITOR_COLUMNS = (
+    "target",
+    "method",
+    "draft",
+    "gpu",
+    "num_gpus",
+    "weight_dtype",
+    "kv_dtype",
+    "k",
+    "acceptance_rate",
+    "acceptance_per_position",
+    "batch_size",
+    "prompt_len",
+    "output_len",
+    "gpu_hourly_usd",
+    "gpu_memory_utilization",
+    "requests_per_day",
+)
+SHOWN = {
+    "target": "target",
+    "method": "method",
+    "k": "K",
+    "batch_size": "batch",
+    "alpha": "α",
+    "speedup": "speedup [x]",
+    "spec_tpot_ms": "TPOT [ms]",
+    "spec_tok_s_per_user": "tok/s per user",
+    "spec_tok_s": "tok/s per replica",
+    "max_concurrency_spec": "max concurrency",
+    "cost_per_mtok_baseline": "$/1M tok before",
+    "cost_per_mtok_spec": "$/1M tok after",
+    "replicas_spec": "replicas",
+    "monthly_cost_spec_usd": "$/month",
+    "monthly_saving_usd": "saving $/month",
+    "fits": "fits",
+    "preflight": "pre-flight",
+}
+K_SEARCH = range(1, K_MAX_SENSIBLE + 1)  # as the ROI page's 'best K'
+
+st.title("Reports")
+st.caption(
+    "One row per scenario. The table starts from the scenario in the sidebar (and the "
+    "sizer's operating point if you ran it); edit, add or delete rows, and the results "
+    "and downloads follow."
+)
+scenario = widgets.scenario_inputs()
+
+
+def _carried(key: str, default):
+    """A planning page's input: its session value, else the link's query parameter."""
+    if key in st.session_state:
+        return st.session_state[key]
+    return st.query_params.get(key, default)
+
+
+def _prefill() -> pd.DataFrame:
+    """Rows from the current scenario: the baseline, speculation at the ROI page's K and
+    batch, and the sizer's operating point when there is one."""
+    ss = st.session_state
+    batch = int(_carried("batch_size", 16))
+    k_choice = str(_carried("k", "best"))
+    base = scenario.base()
+    if scenario.speculative:
+        k = sim.best_k(base, batch, K_SEARCH) if k_choice == "best" else int(k_choice)
+    else:
+        k = 0
+    util = float(_carried("gpu_memory_utilization", 0.9))
+    rows = [scenario.row(0, batch, method="none", draft="")]
+    if scenario.speculative:
+        rows.append(scenario.row(k, batch))
+        choice = (ss.get("sizer_result") or {}).get("choice")
+        if choice and choice["k"] > 0:
+            rows.append(scenario.row(int(choice["k"]), int(choice["batch_size"])))
+    df = pd.DataFrame(rows)
+    for col in EDITOR_COLUMNS:
+        if col not in df.columns:
+            df[col] = np.nan
+    df.loc[df["method"] == "none", ["acceptance_rate", "acceptance_per_position"]] = np.nan
+    df["gpu_memory_utilization"] = util
+    df["requests_per_day"] = scenario.requests_per_day
+    for col in ("draft", "acceptance_per_position"):
+        df[col] = df[col].astype(object).fillna("").astype(str)
+    for col in ("acceptance_rate", "gpu_hourly_usd"):
+        df[col] = df[col].astype(float)
+    return df[list(EDITOR_COLUMNS)].reset_index(drop=True)
+
+
+def _reset() -> None:
+    st.session_state.pop(ROWS_KEY, None)
+    st.session_state.pop(EDITOR_KEY, None)
+
+
+try:
+    if ROWS_KEY not in st.session_state:
+        st.session_state[ROWS_KEY] = _prefill()
+except InputError as exc:
+    widgets.show_error(exc, "Scenario")
+    st.stop()
+
+models, gpus = sim.models(), sim.gpus()
+config = {
+    "target": st.column_config.SelectboxColumn("target", options=list(models), required=True),
+    "method": st.column_config.SelectboxColumn("method", options=list(METHODS), required=True),
+    "draft": st.column_config.SelectboxColumn("draft", options=["", *models]),
+    "gpu": st.column_config.SelectboxColumn("gpu", options=list(gpus), required=True),
+    "num_gpus": st.column_config.NumberColumn("GPUs", min_value=1, max_value=64, step=1),
+    "weight_dtype": st.column_config.SelectboxColumn("weights", options=list(WEIGHT_DTYPES)),
+    "kv_dtype": st.column_config.SelectboxColumn("KV", options=list(KV_DTYPES)),
+    "k": st.column_config.NumberColumn("K", min_value=0, max_value=16, step=1),
+    "acceptance_rate": st.column_config.NumberColumn(
+        "α", min_value=0.0, max_value=1.0, step=0.001, format="%.3f"
+    ),
+    "acceptance_per_position": st.column_config.TextColumn(
+        "per-position", help="p1;p2;... instead of α (leave α empty then)"
+    ),
+    "batch_size": st.column_config.NumberColumn("batch", min_value=1, step=1),
+    "prompt_len": st.column_config.NumberColumn("prompt", min_value=0, step=1),
+    "output_len": st.column_config.NumberColumn("output", min_value=1, step=1),
+    "gpu_hourly_usd": st.column_config.NumberColumn(
+        "$/GPU-h", min_value=0.0, format="%.2f", help="empty: catalog price"
+    ),
+    "gpu_memory_utilization": st.column_config.NumberColumn(
+        "mem util", min_value=0.05, max_value=1.0, step=0.01
+    ),
+    "requests_per_day": st.column_config.NumberColumn("requests/day", min_value=0, step=1000),
+}
+st.button("Reset from the current scenario", on_click=_reset, key="report_reset")
+edited = st.data_editor(
+    st.session_state[ROWS_KEY],
+    key=EDITOR_KEY,
+    num_rows="dynamic",
+    column_config=config,
+    hide_index=True,
+)
+
+scenarios = edited.dropna(how="all").reset_index(drop=True)
+if not len(scenarios):
+    st.info("The table is empty: add a row, or reset it from the current scenario.")
+    st.stop()
+rpd = pd.to_numeric(scenarios.pop("requests_per_day"), errors="coerce").fillna(
+    scenario.requests_per_day
+)
+try:
+    predictions = sim.run_predict(scenarios)
+except InputError as exc:
+    widgets.show_error(exc, "Scenario table")
+    st.stop()
+report = add_preflight(add_economics(predictions, rpd.to_numpy()), models)
+csv_text = report_csv(report)
+st.session_state["report_csv"] = csv_text
+
+st.subheader("Results")
+shown = report[list(SHOWN)].rename(columns=SHOWN)
+st.dataframe(
+    shown,
+    hide_index=True,
+    key="report_results",
+    column_config={
+        "α": st.column_config.NumberColumn(format="%.3f"),
+        "speedup [x]": st.column_config.NumberColumn(format="%.2f"),
+        "TPOT [ms]": st.column_config.NumberColumn(format="%.2f"),
+        "tok/s per user": st.column_config.NumberColumn(format="%.1f"),
+        "tok/s per replica": st.column_config.NumberColumn(format="%.0f"),
+        "$/1M tok before": st.column_config.NumberColumn(format="%.3f"),
+        "$/1M tok after": st.column_config.NumberColumn(format="%.3f"),
+        "$/month": st.column_config.NumberColumn(format="%.0f"),
+        "saving $/month": st.column_config.NumberColumn(format="%.0f"),
+        "pre-flight": st.column_config.TextColumn(width="large"),
+    },
+)
+c1, _ = st.columns([1, 4])
+which = c1.selectbox(
+    "Pre-flight checklist for row",
+    list(range(1, len(report) + 1)),
+    index=min(1, len(report) - 1),
+    key="report_check_row",
+)
+widgets.checklist_panel(report.iloc[int(which) - 1].to_dict(), title=None, horizontal=True)
+
+# ---------------------------------------------------------------------------- launch
+configs = []
+for i, r in enumerate(report.to_dict("records"), start=1):
+    max_len = int(r["prompt_len"] + r["output_len"])
+    common = {
+        "target": models[r["target"]],
+        "method": r["method"],
+        "k": int(r["k"]),
+        "num_gpus": int(r["num_gpus"]),
+        "gpu_memory_utilization": float(r["gpu_memory_utilization"]),
+        "max_model_len": max_len,
+        "max_num_seqs": int(r["batch_size"]),
+        "draft": models.get(r["draft"]) if r["method"] == "draft_model" else None,
+        "kv_dtype": str(r["kv_dtype"]),
+    }
+    configs.append(
+        launch_config_text(
+            title=f"row {i}: {r['target']} on {int(r['num_gpus'])} x {r['gpu']}, "
+            f"{r['method']} K={int(r['k'])}, batch {int(r['batch_size'])}",
+            vllm=launch.vllm_command(**common, weight_dtype=str(r["weight_dtype"])),
+            sglang=launch.sglang_command(**common),
+        )
+    )
+launch_text = "\n\n".join(configs)
+st.session_state["report_launch_config"] = launch_text
+
+saving = float(report["monthly_saving_usd"].sum())
+st.caption(
+    f"{len(report)} scenarios; monthly saving over all rows "
+    + (f"${saving:,.0f}." if math.isfinite(saving) else "n/a.")
+    + " The CSV holds every input and output column with its unit in the header."
+)
+d1, d2, _ = st.columns([1, 1, 2])
+d1.download_button(
+    "Download sizing report (CSV)",
+    csv_text,
+    file_name="specplan-report.csv",
+    mime="text/csv",
+    on_click="ignore",
+    icon=":material/download:",
+    key="download_report",
+)
+d2.download_button(
+    "Download launch config",
+    launch_text,
+    file_name="specplan-launch.txt",
+    mime="text/plain",
+    on_click="ignore",
+    icon=":material/terminal:",
+    key="download_launch",
+)

@@ -1,0 +1,260 @@
+"""ROI calculator: what speculative decoding does to speed, memory and money for one
+scenario, with the speedup against K and against batch, and the cost before and after."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from app import figures, sim, widgets
+from simulator.economics import get_payback_months
+from simulator.errors import InputError
+from simulator.preflight import K_MAX_SENSIBLE
+from simulator.reports import add_economics
+from simulator.sizer import DEFAULT_BATCHES
+
+K_OPTIONS = ["best", *(str(k) for k in range(1, 11))]
+# The chart runs K over 1..10; 'best K' searches only up to the checklist's sensible
+# limit, since real acceptance decays with position faster than an i.i.d. alpha says.
+K_CHART = tuple(range(1, 11))
+K_SEARCH = tuple(range(1, K_MAX_SENSIBLE + 1))
+CURVE_ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)
+DEFAULT_BATCH = 16
+DEFAULT_MIGRATION_USD = 20_000
+
+st.title("ROI calculator")
+st.caption(
+    "Should speculative decoding be on for this deployment? Pick the scenario in the "
+    "sidebar; every number below comes from the simulator."
+)
+scenario = widgets.scenario_inputs()
+c1, c2, c3 = st.columns(3)
+k_choice = c1.selectbox(
+    "K (speculative tokens per step)",
+    K_OPTIONS,
+    key="k",
+    disabled=not scenario.speculative,
+    help=f"'best' picks the K in 1..{K_MAX_SENSIBLE} with the highest speedup at this batch.",
+    **widgets.BIND,
+)
+batch = int(
+    c2.number_input(
+        "Batch size (concurrent sequences per replica)",
+        1,
+        4096,
+        DEFAULT_BATCH,
+        key="batch_size",
+        **widgets.BIND,
+    )
+)
+migration_usd = float(
+    c3.number_input(
+        "One-off migration cost ($)",
+        0,
+        100_000_000,
+        DEFAULT_MIGRATION_USD,
+        1_000,
+        key="migration_usd",
+        help="Engineering and validation time to turn speculation on; the payback divides "
+        "it by the monthly saving.",
+        **widgets.BIND,
+    )
+)
+
+
+def _curve_rows(k_values, batches) -> tuple[pd.DataFrame, list[str]]:
+    """Scenario rows for the user's acceptance and for the reference alphas."""
+    rows, labels = [], []
+    user = f"your scenario (α {scenario.alpha:.2f})"
+    if "acceptance_per_position" in scenario.acceptance:
+        user = "your scenario (measured per position)"
+    for b in batches:
+        for k in k_values:
+            rows.append(scenario.row(k, b))
+            labels.append(user)
+    if batches == [batch]:
+        base = {
+            c: v
+            for c, v in scenario.base().items()
+            if c not in ("acceptance_rate", "acceptance_per_position")
+        }
+        for a in CURVE_ALPHAS:
+            if abs(a - scenario.alpha) < 1e-9 and "acceptance_rate" in scenario.acceptance:
+                continue
+            for k in k_values:
+                rows.append({**base, "acceptance_rate": a, "k": k, "batch_size": batch})
+                labels.append(f"α {a:.1f}")
+    return pd.DataFrame(rows), labels
+
+
+def _money(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"${x:,.0f}"
+
+
+def _signed_money(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{'-' if x < 0 else '+'}${abs(x):,.0f}"
+
+
+try:
+    if scenario.speculative:
+        frame, labels = _curve_rows(list(K_CHART), [batch])
+        k_grid = sim.run_predict(frame).assign(curve=labels)
+        mine = k_grid[(k_grid["curve"] == labels[0]) & k_grid["k"].isin(K_SEARCH)]
+        best_here = int(mine.loc[mine["speedup"].idxmax(), "k"])
+        k = best_here if k_choice == "best" else int(k_choice)
+        main = sim.run_predict(pd.DataFrame([scenario.row(k, batch)]))
+        batches = sorted({*DEFAULT_BATCHES, batch})
+        frame, labels = _curve_rows(list(K_SEARCH), batches)
+        b_grid = sim.run_predict(frame)
+    else:
+        k = 0
+        main = sim.run_predict(pd.DataFrame([scenario.row(0, batch)]))
+        k_grid = b_grid = None
+    report = add_economics(main, scenario.requests_per_day)
+except InputError as exc:
+    widgets.show_error(exc, "Scenario")
+    st.stop()
+
+row = report.iloc[0].to_dict()
+payback = float(get_payback_months(migration_usd, row["monthly_saving_usd"]))
+st.session_state["roi_row"] = {**row, "payback_months": payback}
+
+if not scenario.speculative:
+    st.info("Method 'none' is the baseline: choose a method in the sidebar to see the gain.")
+if not bool(row["fits"]):
+    st.warning(f"Does not fit: {row['warnings'] or 'batch exceeds the KV cache'}.")
+
+left, right = st.columns([2.6, 1], gap="large")
+with left:
+    st.subheader(
+        f"K = {k}"
+        + (" (best at this batch)" if k_choice == "best" and k else "")
+        + f", batch {batch}"
+    )
+    m = st.columns(4)
+    m[0].metric(
+        "Speedup",
+        f"{row['speedup']:.2f}x",
+        help="Tokens per second with speculation over without, at this batch.",
+    )
+    m[1].metric(
+        "Tokens/s per user",
+        f"{row['spec_tok_s_per_user']:,.1f}",
+        f"{row['spec_tok_s_per_user'] - row['baseline_tok_s_per_user']:+,.1f}",
+    )
+    m[2].metric(
+        "Tokens/s per replica",
+        f"{row['spec_tok_s']:,.0f}",
+        f"{row['spec_tok_s'] - row['baseline_tok_s']:+,.0f}",
+    )
+    m[3].metric(
+        "$ per 1M tokens",
+        f"${row['cost_per_mtok_spec']:.3f}",
+        f"{row['cost_per_mtok_spec'] - row['cost_per_mtok_baseline']:+.3f}",
+        delta_color="inverse",
+        help=f"Before: ${row['cost_per_mtok_baseline']:.3f}",
+    )
+    m = st.columns(4)
+    cap_base, cap_spec = row["kv_capacity_tokens_baseline"], row["kv_capacity_tokens_spec"]
+    m[0].metric(
+        "Max concurrency",
+        f"{row['max_concurrency_spec']:,.0f}",
+        f"{row['max_concurrency_spec'] - row['max_concurrency_baseline']:+,.0f}",
+        help=f"Sequences of {scenario.prompt_len}+{scenario.output_len} tokens that fit "
+        f"in the KV cache; {row['max_concurrency_baseline']:,.0f} without speculation.",
+    )
+    m[1].metric(
+        "VRAM for speculation",
+        f"{row['draft_weights_gb']:.2f} GiB",
+        f"{(cap_spec - cap_base) / cap_base:+.1%} KV tokens" if cap_base > 0 else None,
+        delta_color="off",
+        help="Draft weights per replica, and the share of KV-cache token capacity the "
+        "draft's weights and cache take away.",
+    )
+    m[2].metric(
+        "Monthly cost",
+        _money(row["monthly_cost_spec_usd"]),
+        _signed_money(-row["monthly_saving_usd"]),
+        delta_color="inverse",
+        help=f"{row['replicas_spec']:.0f} replicas of {scenario.num_gpus} GPUs instead of "
+        f"{row['replicas_baseline']:.0f} for {row['demand_tok_s']:,.0f} tok/s of demand; "
+        f"before: {_money(row['monthly_cost_baseline_usd'])}.",
+    )
+    m[3].metric(
+        "Payback",
+        "never" if not math.isfinite(payback) else f"{payback:.1f} months",
+        help=f"${migration_usd:,.0f} one-off over a monthly saving of "
+        f"{_money(row['monthly_saving_usd'])}.",
+    )
+    st.caption(
+        f"Demand {row['demand_tok_s']:,.0f} tok/s ({scenario.requests_per_day:,.0f} requests/day"
+        f" x {scenario.output_len} tokens): {row['replicas_baseline']:.0f} → "
+        f"{row['replicas_spec']:.0f} replicas. τ = {row['tau']:.2f} tokens per step, "
+        f"TPOT {row['baseline_tpot_ms']:.1f} → {row['spec_tpot_ms']:.1f} ms, latency from "
+        f"{row['latency_source']}."
+    )
+with right:
+    widgets.checklist_panel(row)
+
+c1, c2 = st.columns(2)
+if k_grid is not None:
+    k_fig = figures.speedup_vs_k(
+        k_grid[["curve", "k", "speedup"]], highlight=str(k_grid["curve"].iloc[0])
+    )
+    c1.plotly_chart(k_fig, key="roi_speedup_k")
+    best = b_grid.loc[b_grid.groupby("batch_size")["speedup"].idxmax()]
+    curves = [best.assign(curve="best K per batch")]
+    if k_choice != "best":
+        curves.insert(0, b_grid[b_grid["k"] == k].assign(curve=f"K={k}"))
+    b_df = pd.concat(curves)[["curve", "batch_size", "speedup", "k"]]
+    main_curve = b_df[b_df["curve"] == b_df["curve"].iloc[0]]
+    cross = figures.crossover_batch(main_curve["batch_size"], main_curve["speedup"])
+    c2.plotly_chart(figures.speedup_vs_batch(b_df, crossover=cross), key="roi_speedup_batch")
+cost = pd.DataFrame(
+    {
+        "case": ["baseline", "speculative"],
+        "cost_per_mtok": [row["cost_per_mtok_baseline"], row["cost_per_mtok_spec"]],
+        "monthly_cost_usd": [row["monthly_cost_baseline_usd"], row["monthly_cost_spec_usd"]],
+    }
+)
+c1.plotly_chart(figures.cost_before_after(cost), key="roi_cost")
+with c2:
+    st.markdown("**The prediction behind these numbers**")
+    details = pd.DataFrame(
+        {
+            "baseline": [
+                row["baseline_tpot_ms"],
+                row["baseline_tok_s_per_user"],
+                row["baseline_tok_s"],
+                row["max_concurrency_baseline"],
+                row["kv_capacity_tokens_baseline"],
+                row["cost_per_mtok_baseline"],
+            ],
+            "speculative": [
+                row["spec_tpot_ms"],
+                row["spec_tok_s_per_user"],
+                row["spec_tok_s"],
+                row["max_concurrency_spec"],
+                row["kv_capacity_tokens_spec"],
+                row["cost_per_mtok_spec"],
+            ],
+        },
+        index=[
+            "TPOT [ms]",
+            "tokens/s per user",
+            "tokens/s per replica",
+            "max concurrency [seqs]",
+            "KV capacity [tokens]",
+            "$ per 1M tokens",
+        ],
+    )
+    st.dataframe(details.round(2), key="roi_details", width="stretch")
+    st.caption(
+        f"Steps: target {row['target_step_ms']:.2f} ms, draft {row['draft_step_ms']:.2f} ms, "
+        f"verify {row['verify_step_ms']:.2f} ms. Break-even α at this batch: "
+        f"{row['break_even_alpha']:.2f}. Tokens per step p10/p50/p90: "
+        f"{row['tokens_per_step_p10']:.0f}/{row['tokens_per_step_p50']:.0f}/"
+        f"{row['tokens_per_step_p90']:.0f}."
+    )

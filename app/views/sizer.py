@@ -1,0 +1,325 @@
+"""Concurrency sizer: memory per replica, KV capacity and concurrency with and without
+speculation, the best K per batch under a latency SLO, replicas for the demand, and the
+launch command (vLLM, SGLang, TensorRT-LLM schedule) that deploys exactly that."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from app import figures, sim, widgets
+from simulator import launch
+from simulator.economics import get_demand_tok_s
+from simulator.errors import InputError
+from simulator.memory import get_max_concurrency
+from simulator.reports import launch_config_text
+from simulator.sizer import schedule_ranges
+
+SLO_KINDS = ("TPOT (ms)", "tokens/s per user")
+DEFAULT_UTIL = 0.9  # vLLM's --gpu-memory-utilization default
+DEFAULT_MAX_MODEL_LEN = 8192
+DEFAULT_SLO_TPOT_MS = 20.0  # 50 tokens/s per user: a chat that streams faster than it is read
+DEFAULT_SLO_TOK_S = 50.0
+DEFAULT_K_MAX = 8
+FALLBACK_K = 3  # vLLM's documented example K, for the memory bars when nothing is chosen
+
+st.title("Concurrency sizer")
+st.caption(
+    "How many sequences fit, which K to run at each batch size under a latency SLO, how "
+    "many replicas the demand needs, and the command that deploys it."
+)
+scenario = widgets.scenario_inputs()
+models, gpus = sim.models(), sim.gpus()
+c = st.columns([1.2, 1, 1.1, 1, 0.8])
+util = c[0].slider(
+    "gpu_memory_utilization",
+    0.5,
+    0.98,
+    DEFAULT_UTIL,
+    0.01,
+    key="gpu_memory_utilization",
+    help="Fraction of each GPU's memory the engine may use (vLLM's flag).",
+    **widgets.BIND,
+)
+max_model_len = int(
+    c[1].number_input(
+        "Max model length (tokens)",
+        256,
+        10_000_000,
+        DEFAULT_MAX_MODEL_LEN,
+        1024,
+        key="max_model_len",
+        **widgets.BIND,
+    )
+)
+slo_kind = c[2].radio("Latency SLO", SLO_KINDS, key="slo_kind", horizontal=True, **widgets.BIND)
+if slo_kind == SLO_KINDS[0]:
+    slo_value = c[3].number_input(
+        "TPOT at most (ms)",
+        1.0,
+        10_000.0,
+        DEFAULT_SLO_TPOT_MS,
+        5.0,
+        key="slo_tpot_ms",
+        **widgets.BIND,
+    )
+    slo = {"slo_tpot_ms": float(slo_value)}
+    slo_tpot = float(slo_value)
+else:
+    slo_value = c[3].number_input(
+        "Tokens/s per user at least",
+        0.1,
+        10_000.0,
+        DEFAULT_SLO_TOK_S,
+        5.0,
+        key="slo_tok_s",
+        **widgets.BIND,
+    )
+    slo = {"slo_tok_s_per_user": float(slo_value)}
+    slo_tpot = 1e3 / float(slo_value)
+k_max = int(
+    c[4].number_input(
+        "K up to",
+        1,
+        16,
+        DEFAULT_K_MAX,
+        key="k_max",
+        disabled=not scenario.speculative,
+        **widgets.BIND,
+    )
+)
+head_repo = ""
+if scenario.method in ("eagle", "medusa"):
+    head_repo = st.text_input(
+        f"{widgets.METHOD_LABELS[scenario.method]} head repository (for the launch command)",
+        "",
+        key="head_repo",
+        placeholder=f"e.g. the Hugging Face repo of a {scenario.method} head for "
+        f"{models[scenario.target].name}",
+        **widgets.BIND,
+    )
+
+demand = float(get_demand_tok_s(scenario.requests_per_day, scenario.output_len))
+base = {**scenario.base(), "gpu_memory_utilization": util}
+try:
+    result = sim.run_size(
+        base, k_max=k_max if scenario.speculative else 0, demand_tok_s=demand, **slo
+    )
+    choice = result.choice
+    k_mem = choice["k"] if choice and choice["k"] > 0 else FALLBACK_K
+    mem = sim.run_predict(pd.DataFrame([scenario.row(k_mem, 1, gpu_memory_utilization=util)])).iloc[
+        0
+    ]
+except InputError as exc:
+    widgets.show_error(exc, "Scenario")
+    st.stop()
+
+grid = result.grid
+
+
+def _signed_money(x: float) -> str:
+    return f"{'-' if x < 0 else '+'}${abs(x):,.0f}"
+
+
+st.session_state["sizer_result"] = {
+    "choice": choice,
+    "baseline_choice": result.baseline_choice,
+    "break_even_batch": result.break_even_batch,
+    "best": result.best,
+}
+
+# ---------------------------------------------------------------------------- memory
+st.subheader("Memory and concurrency")
+total_gb = float(gpus[scenario.gpu].memory_gb) * scenario.num_gpus
+held_back = total_gb * (1.0 - util)
+spec_label = "speculative" if scenario.speculative else "speculation off"
+breakdown = pd.DataFrame(
+    {
+        "target weights": [mem["weights_gb"], mem["weights_gb"]],
+        "draft weights": [0.0, mem["draft_weights_gb"]],
+        "reserves (activations, CUDA graphs, runtime)": [mem["reserved_gb"], mem["reserved_gb"]],
+        "KV cache": [mem["kv_cache_gb_baseline"], mem["kv_cache_gb_spec"]],
+        "held back (1 - utilisation)": [held_back, held_back],
+    },
+    index=["baseline", spec_label],
+)
+left, right = st.columns([3, 2], gap="large")
+left.plotly_chart(figures.memory_breakdown(breakdown, total_gb=total_gb), key="sizer_memory")
+with right:
+    k_lookahead = k_mem if scenario.speculative else 0
+    at_len_base = float(
+        get_max_concurrency(mem["kv_capacity_tokens_baseline"], max_model_len, 0, 0)
+    )
+    at_len_spec = float(
+        get_max_concurrency(mem["kv_capacity_tokens_spec"], max_model_len, 0, k_lookahead)
+    )
+    r = st.columns(2)
+    r[0].metric("KV tokens, baseline", f"{mem['kv_capacity_tokens_baseline']:,.0f}")
+    r[1].metric(
+        f"KV tokens, {spec_label}",
+        f"{mem['kv_capacity_tokens_spec']:,.0f}",
+        f"{mem['kv_capacity_tokens_spec'] - mem['kv_capacity_tokens_baseline']:+,.0f}",
+    )
+    r = st.columns(2)
+    r[0].metric(
+        "Max sequences, baseline",
+        f"{mem['max_concurrency_baseline']:,.0f}",
+        help=f"Requests of {scenario.prompt_len}+{scenario.output_len} tokens.",
+    )
+    r[1].metric(
+        f"Max sequences, {spec_label}",
+        f"{mem['max_concurrency_spec']:,.0f}",
+        f"{mem['max_concurrency_spec'] - mem['max_concurrency_baseline']:+,.0f}",
+        help=f"With K={k_lookahead} lookahead slots per request.",
+    )
+    st.caption(
+        f"At the full {max_model_len:,} tokens per request: {at_len_base:,.0f} sequences "
+        f"without speculation, {at_len_spec:,.0f} with K={k_lookahead} (vLLM prints the "
+        "first as 'Maximum concurrency for N tokens per request' at start-up). Memory "
+        f"shown for K={k_lookahead}, {scenario.num_gpus} x {gpus[scenario.gpu].name}."
+    )
+    limit = models[scenario.target].max_position_embeddings
+    if limit and max_model_len > limit:
+        st.warning(f"{max_model_len:,} tokens exceeds the model's {limit:,}-token context.")
+    if mem["kv_cache_gb_spec"] <= 0:
+        st.error("Weights and reserves exceed the memory: add GPUs or quantise.")
+
+# ---------------------------------------------------------------------------- SLO
+slo_text = f"TPOT ≤ {slo_tpot:g} ms" if "slo_tpot_ms" in slo else f"≥ {slo_value:g} tok/s per user"
+st.subheader(f"Best K per batch under the SLO ({slo_text})")
+f1, f2 = st.columns(2)
+f1.plotly_chart(figures.tpot_by_batch(grid, slo_tpot_ms=slo_tpot), key="sizer_tpot")
+f2.plotly_chart(figures.best_k_by_batch(result.best), key="sizer_best_k")
+be = result.break_even_batch
+st.caption(
+    ("Speculation stops paying at batch " + f"{be}." if be else "Speculation pays at every batch.")
+    + " Largest batch meeting the SLO and fitting in memory, by K: "
+    + ", ".join(
+        f"K={k}: {b if b is not None else 'none'}" for k, b in result.max_batch_under_slo.items()
+    )
+    + "."
+)
+with st.expander("Best K per batch as a table"):
+    st.dataframe(
+        result.best.rename(
+            columns={
+                "batch_size": "batch",
+                "best_k": "best K",
+                "spec_tpot_ms": "TPOT [ms]",
+                "spec_tok_s": "tok/s per replica",
+                "meets_slo": "meets SLO",
+            }
+        ),
+        hide_index=True,
+        key="sizer_best_table",
+    )
+
+# ---------------------------------------------------------------------------- deployment
+st.subheader(f"Deployment for {demand:,.0f} tok/s of demand")
+left, right = st.columns([2.6, 1], gap="large")
+if choice is None:
+    left.error(
+        "No (K, batch) meets the SLO and fits in memory: relax the SLO, add GPUs per "
+        "replica or shorten the requests."
+    )
+    row = grid.iloc[0].to_dict()
+else:
+    row = (
+        grid[(grid["k"] == choice["k"]) & (grid["batch_size"] == choice["batch_size"])]
+        .iloc[0]
+        .to_dict()
+    )
+    base_choice = result.baseline_choice
+    m = left.columns(5)
+    m[0].metric("K", f"{choice['k']}", help="Speculative tokens at the operating point.")
+    m[1].metric("Batch", f"{choice['batch_size']}", help="Sequences per replica (--max-num-seqs).")
+    m[2].metric(
+        "Replicas (GPUs)",
+        f"{choice['replicas']} ({choice['gpus']})",
+        f"{choice['replicas'] - base_choice['replicas']:+d}" if base_choice else None,
+        delta_color="inverse",
+    )
+    m[3].metric(
+        "Monthly cost",
+        f"${choice['monthly_cost_usd']:,.0f}",
+        _signed_money(choice["monthly_cost_usd"] - base_choice["monthly_cost_usd"])
+        if base_choice
+        else None,
+        delta_color="inverse",
+    )
+    m[4].metric("$/1M tokens", f"${choice['cost_per_mtok']:.3f}")
+    left.caption(
+        f"Per replica {choice['tok_s_per_replica']:,.0f} tok/s at TPOT "
+        f"{choice['tpot_ms']:.1f} ms. Without speculation: "
+        + (
+            f"{base_choice['replicas']} replica(s) at batch {base_choice['batch_size']}, "
+            f"${base_choice['monthly_cost_usd']:,.0f} a month."
+            if base_choice
+            else "no batch meets the SLO."
+        )
+    )
+with right:
+    widgets.checklist_panel(row)
+
+# ---------------------------------------------------------------------------- launch
+if choice is not None:
+    st.subheader("Launch command")
+    max_num_seqs = int(choice["batch_size"])
+    ranges = [
+        (lo, min(hi, max_num_seqs), k)
+        for lo, hi, k in schedule_ranges(result.best)
+        if lo <= max_num_seqs
+    ]
+    k_launch = max((k for _, _, k in ranges), default=0) if scenario.speculative else 0
+    common = {
+        "target": models[scenario.target],
+        "method": scenario.method,
+        "num_gpus": scenario.num_gpus,
+        "gpu_memory_utilization": util,
+        "max_model_len": max_model_len,
+        "max_num_seqs": max_num_seqs,
+        "draft": models.get(scenario.draft) if scenario.method == "draft_model" else None,
+        "head_repo": head_repo,
+        "kv_dtype": scenario.kv_dtype,
+    }
+    vllm = launch.vllm_command(
+        **common, k=k_launch, weight_dtype=scenario.weight_dtype, ranges=ranges
+    )
+    sglang = launch.sglang_command(**common, k=int(choice["k"]))
+    vllm_sched = launch.vllm_schedule(ranges) if k_launch else []
+    trt_sched = launch.trtllm_draft_len_schedule(ranges) if k_launch else {}
+    st.markdown("**vLLM** (`--speculative-config` JSON, K falling with batch size)")
+    st.code(vllm, language="bash", wrap_lines=True)
+    st.markdown(
+        f"**SGLang** (one K: {choice['k']}, the operating point's; SGLang has no per-batch "
+        "schedule)"
+    )
+    st.code(sglang, language="bash", wrap_lines=True)
+    if k_launch:
+        s1, s2 = st.columns(2)
+        s1.markdown("vLLM `num_speculative_tokens_per_batch_size`")
+        s1.code(json.dumps(vllm_sched), language="json", wrap_lines=True)
+        s2.markdown("TensorRT-LLM `draft_len_schedule`")
+        s2.code(
+            json.dumps({str(k): v for k, v in trt_sched.items()}), language="json", wrap_lines=True
+        )
+    text = launch_config_text(
+        title=f"{scenario.target} on {scenario.num_gpus} x {scenario.gpu}, "
+        f"{scenario.method}, max_num_seqs {max_num_seqs}, {choice['replicas']} replicas",
+        vllm=vllm,
+        sglang=sglang,
+        vllm_schedule=vllm_sched,
+        trtllm_schedule=trt_sched,
+    )
+    st.session_state["sizer_launch_config"] = text
+    st.download_button(
+        "Download launch config",
+        text,
+        file_name="specplan-launch.txt",
+        mime="text/plain",
+        on_click="ignore",
+        icon=":material/download:",
+        key="sizer_download_launch",
+    )

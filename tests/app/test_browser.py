@@ -1,0 +1,269 @@
+"""The dashboard in a real browser: start it on a free loopback port, drive Debian's
+headless Chromium with Playwright, open every page, change one input on each, check that
+no exception box appears, and save a screenshot per page.
+
+Skips only where Chromium is absent and CI is not set; under CI a missing Chromium fails.
+Screenshots go to artifacts/screenshots/ (gitignored); their paths are printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENTRY = ROOT / "app" / "streamlit_app.py"
+SHOTS = ROOT / "artifacts" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+VIEWPORT = {"width": 1600, "height": 2000}
+"""Tall: Streamlit scrolls an inner container, so a full-page screenshot is the viewport."""
+
+pytestmark = pytest.mark.browser
+
+
+def _require_browser():
+    missing = []
+    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
+        missing.append(f"Chromium ({CHROMIUM}; apt-get install -y chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("the playwright Python package")
+    if missing:
+        message = "browser test needs " + " and ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI is set: .ci/run installs Chromium)")
+        pytest.skip(message)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The app served by `python -m streamlit run` on a free 127.0.0.1 port."""
+    _require_browser()
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
+    log = open(log_path, "w")  # noqa: SIM115 - closed in the teardown below
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ENTRY),
+            "--server.headless",
+            "true",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+            "--server.fileWatcherType",
+            "none",
+            "--browser.gatherUsageStats",
+            "false",
+            "--client.toolbarMode",
+            "viewer",
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.read() == b"ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"Streamlit did not start; log:\n{log_path.read_text()}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _settle(page, *, charts: bool = False) -> None:
+    """Wait as Streamlit's own e2e suite does: connected, script finished, no skeleton."""
+    from playwright.sync_api import expect
+
+    page.wait_for_selector("[data-testid='stAppViewContainer']", state="attached", timeout=30_000)
+    page.locator("[data-testid='stApp'][data-test-connection-state='CONNECTED']").wait_for(
+        state="attached", timeout=30_000
+    )
+    page.wait_for_timeout(400)
+    page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(
+        state="attached", timeout=30_000
+    )
+    expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=30_000)
+    if charts:
+        page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg", timeout=30_000)
+        page.wait_for_timeout(600)  # let plotly finish laying out before the screenshot
+
+
+def _no_exception(page, where: str) -> None:
+    boxes = page.get_by_test_id("stException")
+    assert boxes.count() == 0, f"{where}: {boxes.first.inner_text()}"
+
+
+def _go(page, title: str) -> None:
+    page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+
+
+def _number(page, label: str, value: str) -> None:
+    box = page.get_by_label(label, exact=True)
+    box.fill(value)
+    box.press("Enter")
+
+
+def _shot(page, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    print(f"screenshot: {path}")
+    return path
+
+
+def test_every_page_in_chromium(server, tmp_path, profile_json):
+    from playwright.sync_api import expect, sync_playwright
+
+    profile_path = tmp_path / "cpu-profile.json"
+    profile_path.write_bytes(profile_json)
+    shots = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            # A link reproduces a scenario: the query parameters set the widgets.
+            page.goto(server + "/?batch_size=32&target=llama-3.1-70b")
+            _settle(page, charts=True)
+            _no_exception(page, "ROI calculator")
+            expect(page.get_by_text("Pre-flight checklist")).to_be_visible()
+            expect(page.get_by_role("heading", name="batch 32")).to_be_visible()
+            expect(page.get_by_test_id("stSidebar").get_by_text("Llama 3.1 70B")).to_be_visible()
+
+            # ROI: raise the acceptance rate; the URL now carries it.
+            _number(page, "Acceptance rate α (per token)", "0.85")
+            _settle(page, charts=True)
+            _no_exception(page, "ROI calculator after a change")
+            expect(page).to_have_url(re.compile(r"acceptance_rate=0\.85"))
+            assert page.get_by_test_id("stPlotlyChart").count() == 3
+            shots.append(_shot(page, "1-roi"))
+
+            # Sizer: switch the SLO to tokens/s per user.
+            _go(page, "Concurrency sizer")
+            _settle(page, charts=True)
+            # The scenario follows the user to the next page, URL included.
+            expect(page).to_have_url(re.compile(r"/sizer\?.*acceptance_rate=0\.85"))
+            page.get_by_test_id("stRadio").get_by_text("tokens/s per user").click()
+            _settle(page, charts=True)
+            _no_exception(page, "Concurrency sizer")
+            shots.append(_shot(page, "2-sizer"))
+            launch = page.get_by_text("vllm serve").first
+            launch.scroll_into_view_if_needed()
+            expect(launch).to_be_visible()
+            shots.append(_shot(page, "2b-sizer-launch"))
+
+            # Profiles: upload a profile through the file chooser, then calibrate with it.
+            _go(page, "Profiles")
+            _settle(page)
+            page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(profile_path))
+            _settle(page, charts=True)
+            _no_exception(page, "Profiles")
+            expect(page.get_by_text("cpu-profile.json: Test CPU")).to_be_visible()
+            page.get_by_test_id("stSelectbox").filter(has_text="Calibrate every page with").click()
+            page.get_by_role("option", name="uploaded: cpu-profile.json").click()
+            _settle(page, charts=True)
+            _no_exception(page, "Profiles after calibrating")
+            expect(page.get_by_text("Calibrated by")).to_be_visible()
+            shots.append(_shot(page, "3-profiles"))
+
+            # Acceptance: load the example scrape.
+            _go(page, "Acceptance from production")
+            _settle(page)
+            page.get_by_role("button", name="Load an example scrape").click()
+            _settle(page, charts=True)
+            _no_exception(page, "Acceptance")
+            expect(page.get_by_text("Mean accepted tokens τ")).to_be_visible()
+            shots.append(_shot(page, "4-acceptance"))
+
+            # Reports: reset the table from the scenario, then show row 1's checklist.
+            _go(page, "Reports")
+            _settle(page)
+            page.get_by_role("button", name="Reset from the current scenario").click()
+            _settle(page)
+            page.get_by_test_id("stSelectbox").filter(
+                has_text="Pre-flight checklist for row"
+            ).click()
+            page.get_by_role("option", name="1", exact=True).click()
+            _settle(page)
+            _no_exception(page, "Reports")
+            expect(page.get_by_text("Tokenizers match")).to_be_visible()
+            with page.expect_download() as dl:
+                page.get_by_role("button", name="Download sizing report (CSV)").click()
+            saved = tmp_path / "report.csv"
+            dl.value.save_as(saved)
+            assert dl.value.suggested_filename == "specplan-report.csv"
+            assert "speedup [x]" in saved.read_text().splitlines()[0]
+            shots.append(_shot(page, "5-reports"))
+
+            for extra in page.get_by_test_id("stSidebarNavLink").all_inner_texts():
+                title = extra.strip().splitlines()[-1].strip()
+                if title in {
+                    "ROI calculator",
+                    "Concurrency sizer",
+                    "Profiles",
+                    "Acceptance from production",
+                    "Reports",
+                }:
+                    continue
+                # Another page (Validation): open it and nudge its first number input, or
+                # else pick another option of its first selectbox, if it has either.
+                _go(page, title)
+                _settle(page)
+                step_up = page.get_by_test_id("stNumberInputStepUp")
+                select = page.get_by_test_id("stMain").get_by_test_id("stSelectbox")
+                if step_up.count():
+                    step_up.first.click()
+                    _settle(page)
+                elif select.count():
+                    select.first.click()
+                    options = page.get_by_role("option")
+                    options.nth(options.count() - 1).click()
+                    _settle(page)
+                _no_exception(page, title)
+                shots.append(_shot(page, f"6-{title.lower().replace(' ', '-')}"))
+        finally:
+            browser.close()
+    assert all(s.stat().st_size > 10_000 for s in shots)

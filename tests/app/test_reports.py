@@ -1,0 +1,128 @@
+"""Reports page: the editable scenario table runs through the simulator, and the CSV the
+download button serves parses back into the numbers the page shows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulator import OUTPUT_COLUMNS, predict
+from simulator.reports import read_report_csv
+from simulator.scenarios import INPUT_COLUMNS
+
+SHOWN_TO_COLUMN = {
+    "speedup [x]": "speedup",
+    "TPOT [ms]": "spec_tpot_ms",
+    "tok/s per user": "spec_tok_s_per_user",
+    "tok/s per replica": "spec_tok_s",
+    "max concurrency": "max_concurrency_spec",
+    "$/1M tok before": "cost_per_mtok_baseline",
+    "$/1M tok after": "cost_per_mtok_spec",
+    "$/month": "monthly_cost_spec_usd",
+    "saving $/month": "monthly_saving_usd",
+}
+
+
+def _results(at) -> pd.DataFrame:
+    """The results table (the other dataframe on the page is the editor)."""
+    return next(d for d in at.dataframe if d.key != "report_editor").value
+
+
+def _edit(at, edited=None, added=None, deleted=None):
+    at.session_state["report_editor"] = {
+        "edited_rows": edited or {},
+        "added_rows": added or [],
+        "deleted_rows": deleted or [],
+    }
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_table_is_prefilled_from_the_scenario(app):
+    at = app("reports", query={"batch_size": "32", "k": "4"})
+    table = at.data_editor[0].value
+    assert table["method"].tolist() == ["none", "eagle"]
+    assert table["batch_size"].tolist() == [32, 32]
+    assert table["k"].tolist() == [0, 4]
+    assert table["acceptance_rate"].iloc[1] == pytest.approx(0.797)
+    assert at.data_editor[0].editing_mode == "dynamic"
+
+
+def test_downloaded_csv_parses_back_into_the_numbers_shown(app):
+    at = app("reports")
+    assert not at.error
+    shown = _results(at)
+    csv = read_report_csv(at.session_state["report_csv"])
+    for col in (*INPUT_COLUMNS, *OUTPUT_COLUMNS, "monthly_saving_usd", "preflight"):
+        assert col in csv.columns, col
+    assert len(csv) == len(shown)
+    for label, col in SHOWN_TO_COLUMN.items():
+        np.testing.assert_allclose(
+            csv[col].to_numpy(dtype=float), shown[label].to_numpy(dtype=float), err_msg=col
+        )
+    header = at.session_state["report_csv"].splitlines()[0]
+    assert "speedup [x]" in header and "spec_tpot_ms [ms]" in header
+    urls = [b.proto.url for b in at.get("download_button")]
+    assert any(u.endswith(".csv") for u in urls) and any(u.endswith(".txt") for u in urls)
+
+
+def test_editing_a_row_reruns_the_simulator(app):
+    at = app("reports")
+    _edit(at, edited={1: {"k": 5, "batch_size": 64}})
+    shown = _results(at)
+    expected = predict(
+        pd.DataFrame(
+            [
+                {
+                    "target": "llama-3.3-70b",
+                    "method": "eagle",
+                    "gpu": "h100-sxm",
+                    "num_gpus": 4,
+                    "k": 5,
+                    "batch_size": 64,
+                    "acceptance_rate": 0.797,
+                }
+            ]
+        )
+    ).iloc[0]
+    assert shown["K"].iloc[1] == 5
+    assert shown["speedup [x]"].iloc[1] == pytest.approx(expected["speedup"])
+    csv = read_report_csv(at.session_state["report_csv"])
+    assert csv["speedup"].iloc[1] == pytest.approx(expected["speedup"])
+    assert "vllm serve" in at.session_state["report_launch_config"]
+    assert '"num_speculative_tokens":5' in at.session_state["report_launch_config"]
+
+
+def test_bad_cell_names_row_and_field_and_the_page_survives(app):
+    at = app("reports")
+    _edit(at, edited={1: {"batch_size": 0}})
+    assert any("row 2" in e.value and "batch_size" in e.value for e in at.error)
+    _edit(at, edited={0: {"target": "no-such-model"}})
+    assert any("row 1" in e.value and "target" in e.value for e in at.error)
+
+
+def test_added_rows_and_an_emptied_table(app):
+    at = app("reports")
+    _edit(
+        at,
+        added=[
+            {
+                "target": "llama-3.1-8b",
+                "method": "draft_model",
+                "draft": "llama-3.2-1b",
+                "gpu": "l40s",
+                "num_gpus": 1,
+                "k": 4,
+                "acceptance_rate": 0.7,
+                "batch_size": 8,
+                "prompt_len": 512,
+                "output_len": 128,
+            }
+        ],
+    )
+    assert len(_results(at)) == 3
+    assert read_report_csv(at.session_state["report_csv"])["gpu"].iloc[2] == "l40s"
+    _edit(at, deleted=[0, 1])
+    assert any("table is empty" in i.value for i in at.info)

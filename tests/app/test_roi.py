@@ -1,0 +1,164 @@
+"""ROI calculator page: its numbers and figures are the simulator's, and the URL drives it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulator import predict
+from simulator.preflight import K_MAX_SENSIBLE
+from simulator.sizer import DEFAULT_BATCHES
+
+DEFAULT = {
+    "target": "llama-3.3-70b",
+    "method": "eagle",
+    "gpu": "h100-sxm",
+    "num_gpus": 4,
+    "prompt_len": 1024,
+    "output_len": 256,
+}
+DEFAULT_ALPHA = 0.797  # chat x EAGLE chain prior for Llama-3.3-70B (acceptance_priors.csv)
+
+
+def _metric(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def _k_curve(alpha: float, batch: int) -> pd.DataFrame:
+    rows = [
+        {**DEFAULT, "acceptance_rate": alpha, "k": k, "batch_size": batch} for k in range(1, 11)
+    ]
+    return predict(pd.DataFrame(rows))
+
+
+def test_default_page_shows_every_result_and_the_checklist(app, charts):
+    at = app()
+    assert not at.error
+    labels = [m.label for m in at.metric]
+    for label in (
+        "Speedup",
+        "Tokens/s per user",
+        "Tokens/s per replica",
+        "$ per 1M tokens",
+        "Max concurrency",
+        "VRAM for speculation",
+        "Monthly cost",
+        "Payback",
+    ):
+        assert label in labels
+    assert set(charts(at)) == {"roi_speedup_k", "roi_speedup_batch", "roi_cost"}
+    checks = [m.value for m in at.markdown if m.value.startswith((":green[", ":orange[", ":red["))]
+    assert len(checks) == 5
+    assert at.number_input(key="acceptance_rate").value == pytest.approx(DEFAULT_ALPHA)
+
+
+def test_best_k_and_speedup_are_the_simulators(app):
+    at = app()
+    curve = _k_curve(DEFAULT_ALPHA, 16)
+    curve = curve[curve["k"] <= K_MAX_SENSIBLE]  # 'best' stays in the checklist's range
+    best = curve.loc[curve["speedup"].idxmax()]
+    assert _metric(at, "Speedup") == f"{best['speedup']:.2f}x"
+    assert at.session_state["roi_row"]["k"] == best["k"]
+    assert _metric(at, "Tokens/s per replica") == f"{best['spec_tok_s']:,.0f}"
+
+
+def test_raising_acceptance_moves_the_k_curve_as_the_simulator_says(app, charts):
+    at = app()
+    before = charts(at)["roi_speedup_k"]["data"][0]["y"]
+    at.number_input(key="acceptance_rate").set_value(0.9).run()
+    assert not at.exception
+    after = charts(at)["roi_speedup_k"]["data"][0]
+    np.testing.assert_allclose(after["y"], _k_curve(0.9, 16)["speedup"].to_numpy())
+    assert np.all(np.asarray(after["y"]) > np.asarray(before))
+    curve = _k_curve(0.9, 16)
+    best = curve[curve["k"] <= K_MAX_SENSIBLE]["speedup"].max()
+    assert float(_metric(at, "Speedup").rstrip("x")) == pytest.approx(best, abs=0.005)
+
+
+def test_fixed_k_batch_curve_and_crossover_follow_the_simulator(app, charts):
+    at = app(query={"k": "4"})
+    fig = charts(at)["roi_speedup_batch"]
+    main = fig["data"][0]
+    assert main["name"] == "K=4"
+    rows = [
+        {**DEFAULT, "acceptance_rate": DEFAULT_ALPHA, "k": 4, "batch_size": b}
+        for b in DEFAULT_BATCHES
+    ]
+    expected = predict(pd.DataFrame(rows))
+    np.testing.assert_array_equal(main["x"], expected["batch_size"].to_numpy())
+    np.testing.assert_allclose(main["y"], expected["speedup"].to_numpy())
+    # Speedup falls with batch (the target step turns compute-bound).
+    assert main["y"][-1] < main["y"][0]
+
+
+def test_query_parameters_reproduce_a_scenario(app):
+    query = {
+        "target": "llama-3.1-8b",
+        "method": "draft_model",
+        "draft": "llama-3.2-1b",
+        "gpu": "a100-80gb",
+        "num_gpus": "1",
+        "acceptance_rate": "0.7",
+        "k": "4",
+        "batch_size": "8",
+        "prompt_len": "2048",
+        "output_len": "512",
+    }
+    at = app(query=query)
+    assert at.selectbox(key="target").value == "llama-3.1-8b"
+    assert at.selectbox(key="gpu").value == "a100-80gb"
+    assert at.selectbox(key="num_gpus").value == 1
+    assert at.number_input(key="acceptance_rate").value == pytest.approx(0.7)
+    row = at.session_state["roi_row"]
+    expected = predict(
+        pd.DataFrame(
+            [
+                {
+                    "target": "llama-3.1-8b",
+                    "method": "draft_model",
+                    "draft": "llama-3.2-1b",
+                    "gpu": "a100-80gb",
+                    "num_gpus": 1,
+                    "acceptance_rate": 0.7,
+                    "k": 4,
+                    "batch_size": 8,
+                    "prompt_len": 2048,
+                    "output_len": 512,
+                }
+            ]
+        )
+    ).iloc[0]
+    assert row["speedup"] == pytest.approx(expected["speedup"])
+    assert row["max_concurrency_spec"] == expected["max_concurrency_spec"]
+
+
+def test_workload_preset_fills_acceptance_and_creative_asks_for_a_value(app):
+    at = app()
+    at.selectbox(key="workload").set_value("code").run()
+    # EAGLE-3 on Llama-3.3-70B, HumanEval (acceptance_priors.csv): alpha 0.917.
+    assert at.number_input(key="acceptance_rate").value == pytest.approx(0.917)
+    at.number_input(key="acceptance_rate").set_value(0.66).run()
+    at.selectbox(key="workload").set_value("creative").run()
+    assert not at.exception
+    assert any("No published figure" in i.value for i in at.sidebar.info)
+    assert at.number_input(key="acceptance_rate").value == pytest.approx(0.66)
+
+
+def test_method_none_is_the_baseline(app, charts):
+    at = app(query={"method": "none"})
+    assert _metric(at, "Speedup") == "1.00x"
+    assert set(charts(at)) == {"roi_cost"}
+    assert any("baseline" in i.value for i in at.info)
+
+
+def test_mismatched_tokenizers_turn_the_checklist_red(app):
+    at = app(query={"method": "draft_model", "draft": "qwen2.5-0.5b"})
+    assert not at.exception
+    assert any(m.value.startswith(":red[") and "Tokenizers" in m.value for m in at.markdown)
+
+
+def test_a_model_that_does_not_fit_warns_and_keeps_running(app):
+    at = app(query={"target": "deepseek-v3", "method": "mtp", "gpu": "l4", "num_gpus": "1"})
+    assert not at.exception
+    assert any("Does not fit" in w.value for w in at.warning)

@@ -1,0 +1,131 @@
+"""Concurrency sizer page: memory bars, best K per batch, replicas and the launch command
+are what `simulator.sizer` and `simulator.launch` say."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulator import predict
+from simulator.launch import vllm_schedule
+from simulator.sizer import schedule_ranges, size
+
+BASE = {
+    "target": "llama-3.3-70b",
+    "method": "eagle",
+    "gpu": "h100-sxm",
+    "num_gpus": 4,
+    "weight_dtype": "bf16",
+    "kv_dtype": "bf16",
+    "prompt_len": 1024,
+    "output_len": 256,
+    "acceptance_rate": 0.797,
+}
+DEMAND = 2_000_000 * 256 / 86400  # the default requests/day x output tokens
+
+
+def _speculative_config(command: str) -> dict:
+    args = shlex.split(command)
+    return json.loads(args[args.index("--speculative-config") + 1])
+
+
+def test_default_sizer_matches_the_simulator(app, charts):
+    at = app("sizer")
+    assert not at.error
+    expected = size(
+        {**BASE, "gpu_memory_utilization": 0.9}, k_max=8, slo_tpot_ms=20.0, demand_tok_s=DEMAND
+    )
+    shown = at.session_state["sizer_result"]
+    assert shown["choice"] == expected.choice
+    assert shown["baseline_choice"] == expected.baseline_choice
+    figs = charts(at)
+    assert set(figs) == {"sizer_memory", "sizer_tpot", "sizer_best_k"}
+    np.testing.assert_allclose(figs["sizer_best_k"]["data"][0]["y"], expected.best["best_k"])
+    # Speculation needs fewer replicas than the baseline for the same SLO here.
+    assert expected.choice["replicas"] < expected.baseline_choice["replicas"]
+
+
+def test_memory_bars_are_the_prediction_and_sum_to_vram(app, charts):
+    at = app("sizer")
+    k = at.session_state["sizer_result"]["choice"]["k"]
+    row = predict(pd.DataFrame([{**BASE, "k": k, "batch_size": 1}])).iloc[0]
+    bars = {t["name"]: np.asarray(t["y"]) for t in charts(at)["sizer_memory"]["data"]}
+    np.testing.assert_allclose(
+        bars["KV cache"], [row["kv_cache_gb_baseline"], row["kv_cache_gb_spec"]]
+    )
+    np.testing.assert_allclose(bars["draft weights"], [0.0, row["draft_weights_gb"]])
+    total = sum(bars.values())
+    np.testing.assert_allclose(total, [80 * 4, 80 * 4])  # 4 x H100 80 GB, whole VRAM
+
+
+def test_lower_memory_utilisation_shrinks_the_kv_cache(app, charts):
+    at = app("sizer")
+    before = np.asarray(charts(at)["sizer_memory"]["data"][3]["y"])
+    at.slider(key="gpu_memory_utilization").set_value(0.8).run()
+    assert not at.exception
+    after = np.asarray(charts(at)["sizer_memory"]["data"][3]["y"])
+    # 10% of 4 x 80 GiB less for the engine comes straight out of the KV cache.
+    np.testing.assert_allclose(before - after, [32.0, 32.0])
+
+
+def test_launch_command_carries_the_best_k_schedule(app):
+    at = app("sizer")
+    choice = at.session_state["sizer_result"]["choice"]
+    best = at.session_state["sizer_result"]["best"]
+    ranges = [
+        (lo, min(hi, choice["batch_size"]), k)
+        for lo, hi, k in schedule_ranges(best)
+        if lo <= choice["batch_size"]
+    ]
+    vllm = next(c.value for c in at.code if c.value.startswith("vllm serve"))
+    spec = _speculative_config(vllm)
+    assert spec["method"] == "eagle"
+    assert spec["num_speculative_tokens"] == max(k for _, _, k in ranges)
+    assert spec["num_speculative_tokens_per_batch_size"] == vllm_schedule(ranges)
+    assert f"--max-num-seqs {choice['batch_size']}" in vllm
+    sglang = next(c.value for c in at.code if "sglang.launch_server" in c.value)
+    assert f"--speculative-num-steps {choice['k']}" in sglang
+    trt = json.loads(next(c.value for c in at.code if c.value.startswith("{")))
+    assert trt == {str(hi): k for _, hi, k in ranges}
+    assert at.session_state["sizer_launch_config"].count("vllm serve") == 1
+    assert at.get("download_button")
+
+
+def test_tokens_per_user_slo_is_the_same_as_its_tpot(app):
+    at = app("sizer", query={"slo_kind": "tokens/s per user", "slo_tok_s": "40"})
+    expected = size(
+        {**BASE, "gpu_memory_utilization": 0.9},
+        k_max=8,
+        slo_tok_s_per_user=40.0,
+        demand_tok_s=DEMAND,
+    )
+    assert at.session_state["sizer_result"]["choice"] == expected.choice
+
+
+def test_impossible_slo_says_so_without_a_launch_command(app):
+    at = app("sizer", query={"slo_tpot_ms": "1"})
+    assert not at.exception
+    assert any("No (K, batch) meets the SLO" in e.value for e in at.error)
+    assert not [c for c in at.code if c.value.startswith("vllm serve")]
+
+
+def test_method_none_sizes_the_baseline_only(app, charts):
+    at = app("sizer", query={"method": "none"})
+    names = [t["name"] for t in charts(at)["sizer_tpot"]["data"]]
+    assert names == ["off (K=0)"]
+    vllm = next(c.value for c in at.code if c.value.startswith("vllm serve"))
+    assert "--speculative-config" not in vllm
+
+
+@pytest.mark.parametrize("gpus", ["1", "8"])
+def test_gpu_count_changes_capacity_as_predicted(app, gpus):
+    at = app("sizer", query={"num_gpus": gpus})
+    assert not at.exception
+    k = (at.session_state["sizer_result"]["choice"] or {"k": 3})["k"] or 3
+    row = predict(pd.DataFrame([{**BASE, "num_gpus": int(gpus), "k": k, "batch_size": 1}])).iloc[0]
+    shown = next(m.value for m in at.metric if m.label == "KV tokens, baseline")
+    assert shown == f"{row['kv_capacity_tokens_baseline']:,.0f}"
