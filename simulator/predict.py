@@ -6,12 +6,16 @@ scenarios costs what one costs in Python overhead.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pandas as pd
 
 from simulator import acceptance, drafts, economics, memory
 from simulator.catalog import default_gpus, default_models
 from simulator.defaults import DEFAULTS, ModelDefaults
+from simulator.errors import InputError
 from simulator.latency import Hardware, ModelArrays, get_model_step_ms
 from simulator.scenarios import INPUT_COLUMNS, normalise_scenarios
 from simulator.specs import DTYPE_BYTES, METHODS, GPUSpec, ModelSpec
@@ -55,6 +59,11 @@ OUTPUT_COLUMNS = (
 )
 """Outputs; units: ms, tokens/s (aggregate per replica unless per_user), GB = 2**30 bytes,
 bytes per token, $ per 1M generated tokens."""
+
+BLOCK_ROWS = 131_072
+"""Rows per block of a large table. A block's float64 columns (1 MiB each) stay in cache
+across the hundred-odd numpy passes, and blocks run on every core, since numpy releases
+the GIL inside its loops: 1.8x faster than one block on two cores (bench/sweep.py)."""
 
 SLOWDOWN_WARN = 1.0
 LOW_ACCEPTANCE_WARN = 0.55
@@ -107,7 +116,38 @@ def predict(
     models = default_models() if models is None else models
     if calibration is not None:
         gpus = {**gpus, **calibration.gpus}
-    sc, positions = normalise_scenarios(scenarios, gpus, models, source=source)
+    if not isinstance(scenarios, pd.DataFrame) or len(scenarios) <= BLOCK_ROWS:
+        return _predict_block(scenarios, gpus, models, defaults, calibration, source, 0)
+    starts = range(0, len(scenarios), BLOCK_ROWS)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        futures = [
+            pool.submit(
+                _predict_block,
+                scenarios.iloc[i : i + BLOCK_ROWS],
+                gpus,
+                models,
+                defaults,
+                calibration,
+                source,
+                i,
+            )
+            for i in starts
+        ]
+        results, errors = [], []
+        for f in futures:
+            try:
+                results.append(f.result())
+            except InputError as exc:
+                errors.append(exc)
+    if errors:
+        raise min(errors, key=lambda e: e.row or 0)
+    return pd.concat(results, ignore_index=True)
+
+
+def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_offset):
+    sc, positions = normalise_scenarios(
+        scenarios, gpus, models, source=source, row_offset=row_offset
+    )
     n = len(sc)
 
     model_keys, t_idx = _index(sc["target"], models)
@@ -181,7 +221,7 @@ def predict(
     d_model_step = get_model_step_ms(
         d, hw_d, batch, 1.0, context, wbytes, kvbytes, over_d, defaults
     )
-    source_col = np.full(n, "roofline", dtype=object)
+    source_col = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=["roofline"])
     if calibration is not None:
         fitted = np.isin(gpu_ids, list(calibration.fits))
         tp_ids = hw.num_gpus
@@ -198,7 +238,7 @@ def predict(
         labels = calibration.describe(
             src_t, np.where(spec_on, src_v, ""), np.where(method["draft_model"], src_d, "")
         )
-        source_col = np.where(labels == "", "roofline", labels)
+        source_col = pd.Categorical(np.where(labels == "", "roofline", labels))
     d_step = drafts.get_draft_step_ms(
         method,
         t,

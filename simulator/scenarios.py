@@ -60,15 +60,16 @@ _FLOAT_COLUMNS = (
 
 
 class _Checker:
-    def __init__(self, source: str):
+    def __init__(self, source: str, row_offset: int = 0):
         self.source = source
+        self.row_offset = row_offset
 
     def fail_where(self, mask, column: str, message) -> None:
         mask = np.asarray(mask, dtype=bool)
         if mask.any():
             i = int(np.argmax(mask))
             text = message(i) if callable(message) else message
-            raise InputError(text, file=self.source, row=i + 1, field=column)
+            raise InputError(text, file=self.source, row=self.row_offset + i + 1, field=column)
 
 
 def _blank(series: pd.Series) -> np.ndarray:
@@ -120,7 +121,7 @@ def parse_positions(series: pd.Series, check: _Checker) -> np.ndarray:
             raise InputError(
                 f"'{key}' is not a list of numbers separated by ';'",
                 file=check.source,
-                row=first + 1,
+                row=check.row_offset + first + 1,
                 field="acceptance_per_position",
             ) from None
         arr = np.array(values)
@@ -128,7 +129,7 @@ def parse_positions(series: pd.Series, check: _Checker) -> np.ndarray:
             raise InputError(
                 f"'{key}' must hold rates in [0, 1]",
                 file=check.source,
-                row=first + 1,
+                row=check.row_offset + first + 1,
                 field="acceptance_per_position",
             )
         if np.any(np.diff(arr) > 1e-9):
@@ -136,7 +137,7 @@ def parse_positions(series: pd.Series, check: _Checker) -> np.ndarray:
                 f"'{key}' must be non-increasing: position i+1 cannot be "
                 "accepted more often than position i",
                 file=check.source,
-                row=first + 1,
+                row=check.row_offset + first + 1,
                 field="acceptance_per_position",
             )
         parsed.append(values)
@@ -153,13 +154,15 @@ def normalise_scenarios(
     models: dict[str, ModelSpec],
     *,
     source: str = "scenarios",
+    row_offset: int = 0,
 ):
     """Validate a scenario table and fill its defaults.
 
     Returns (table with every input column, per-position array of shape (rows, n) with
-    NaN where not given). Raises `InputError` on the first bad cell.
+    NaN where not given). Raises `InputError` on the first bad cell; `row_offset` shifts
+    the row numbers it reports when `df` is a block of a larger table.
     """
-    check = _Checker(source)
+    check = _Checker(source, row_offset)
     if not isinstance(df, pd.DataFrame):
         raise InputError("expected a table of scenarios", file=source)
     if len(df) == 0:
@@ -310,5 +313,20 @@ def normalise_scenarios(
         }
     )
     df["gpu_hourly_usd"] = df["gpu_hourly_usd"].fillna(catalog_price).astype(float)
-    df["draft"] = df["draft"].where(is_draft, "")
+    # Every block of a large table gets the same categories, so blocks concatenate as
+    # categoricals; a draft named on a row that does not use one is dropped.
+    known = pd.Index(["", *models])
+    remap = known.get_indexer(df["draft"].cat.categories)
+    codes = remap[df["draft"].cat.codes.to_numpy()]
+    df["draft"] = pd.Categorical.from_codes(
+        np.where(is_draft & (codes >= 0), codes, 0), categories=known
+    )
+    for col, known in (
+        ("target", list(models)),
+        ("gpu", list(gpus)),
+        ("method", METHODS),
+        ("weight_dtype", WEIGHT_DTYPES),
+        ("kv_dtype", KV_DTYPES),
+    ):
+        df[col] = df[col].cat.set_categories(list(known))
     return df, positions

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator import predict
+from simulator import InputError, predict
 from simulator.catalog import default_gpus, default_models
 from simulator.memory import get_kv_bytes_per_token
 from simulator.specs import DTYPE_BYTES
@@ -143,3 +143,30 @@ def test_three_acceptance_forms_agree():
     for r in (b, c):
         assert r["speedup"] == pytest.approx(a["speedup"], rel=1e-6)
         assert r["alpha"] == pytest.approx(0.8, abs=1e-6)
+
+
+def test_blocks_agree_with_one_pass_and_report_global_rows(monkeypatch):
+    import sys
+
+    predict_module = sys.modules["simulator.predict"]
+
+    rows = [
+        dict(
+            target="llama-3.1-8b",
+            gpu="h100-sxm",
+            method="eagle",
+            k=1 + i % 6,
+            acceptance_rate=0.5 + (i % 40) / 100,
+            batch_size=1 + i % 64,
+        )
+        for i in range(120)
+    ]
+    table = pd.DataFrame(rows)
+    whole = predict(table)
+    monkeypatch.setattr(predict_module, "BLOCK_ROWS", 50)
+    blocked = predict(table)
+    pd.testing.assert_frame_equal(whole, blocked, check_categorical=False)
+    table.loc[100, "acceptance_rate"] = 2.0
+    table.loc[110, "k"] = -1
+    with pytest.raises(InputError, match="row 101, field 'acceptance_rate'"):
+        predict(table)
