@@ -166,7 +166,9 @@ def test_blocks_agree_with_one_pass_and_report_global_rows(monkeypatch):
     monkeypatch.setattr(predict_module, "BLOCK_ROWS", 50)
     blocked = predict(table)
     pd.testing.assert_frame_equal(whole, blocked, check_categorical=False)
-    table.loc[100, "acceptance_rate"] = 2.0
     table.loc[110, "k"] = -1
-    with pytest.raises(InputError, match="row 101, field 'acceptance_rate'"):
+    with pytest.raises(InputError, match="row 111, field 'k'"):
+        predict(table)
+    table.loc[30, "acceptance_rate"] = 2.0  # an earlier block's error wins
+    with pytest.raises(InputError, match="row 31, field 'acceptance_rate'"):
         predict(table)
