@@ -1,0 +1,212 @@
+"""Validation figures: predicted against measured speedup, and per-position acceptance, from
+the CSV `python -m profiler validate` writes (`data/validation/<device>_validation.csv`).
+
+`read_validation_csv` checks an uploaded file (data only: CSV text, no eval); the figure
+builders take its DataFrame and return plotly figures, so tests can inspect them.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from simulator.errors import InputError
+
+ERROR_BAND = 0.10
+"""The issue's target: median |predicted / measured - 1| at or below 10%."""
+MAX_POSITIONS = 8
+REQUIRED_COLUMNS = ("mode", "workload", "batch", "k", "measured_speedup", "predicted_speedup")
+NUMERIC_COLUMNS = ("batch", "k", "measured_speedup", "predicted_speedup")
+MAX_CSV_BYTES = 5 * 1024 * 1024
+_WORKLOAD_SYMBOLS = {"code": "circle", "prose": "diamond"}
+_MODE_COLORS = ["#1f6feb", "#cf222e", "#2da44e", "#8250df", "#bf8700"]
+
+
+def read_validation_csv(data: bytes, name: str = "upload") -> pd.DataFrame:
+    """Parse and check a validation CSV; `InputError` names the file, row and column."""
+    if len(data) > MAX_CSV_BYTES:
+        raise InputError(f"{len(data):,} bytes is over the {MAX_CSV_BYTES:,}-byte limit", file=name)
+    try:
+        df = pd.read_csv(io.BytesIO(data))
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise InputError(f"not a readable CSV table ({exc})", file=name) from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(
+            f"column is missing (a validation CSV has {', '.join(REQUIRED_COLUMNS)})",
+            file=name,
+            row=1,
+            field=missing[0],
+        )
+    if df.empty:
+        raise InputError("has no rows", file=name)
+    positions = [f"p{i}" for i in range(1, MAX_POSITIONS + 1) if f"p{i}" in df.columns]
+    for col in (*NUMERIC_COLUMNS, *positions):
+        values = pd.to_numeric(df[col], errors="coerce")
+        must_have = col in NUMERIC_COLUMNS
+        bad = (values.isna() & df[col].notna()) | (must_have & values.isna())
+        bad |= ~np.isfinite(values.fillna(0.0)) | (values < 0)
+        if col in NUMERIC_COLUMNS[2:]:
+            bad |= values <= 0
+        is_rate = col in positions
+        if is_rate:
+            bad |= values > 1
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            valid = "a probability in [0, 1]" if is_rate else "a number > 0"
+            raise InputError(f"'{df[col].iloc[i]}' is not {valid}", file=name, row=i + 2, field=col)
+        df[col] = values
+    df["mode"] = df["mode"].astype(str)
+    df["workload"] = df["workload"].astype(str)
+    if "error" not in df.columns:
+        df["error"] = df["predicted_speedup"] / df["measured_speedup"] - 1.0
+    return df
+
+
+def error_summary(df: pd.DataFrame) -> dict[str, float]:
+    """Median and 90th percentile of |error|, and the share of points inside the band."""
+    err = (df["predicted_speedup"] / df["measured_speedup"] - 1.0).abs()
+    return {
+        "points": len(df),
+        "median_abs_error": float(err.median()),
+        "p90_abs_error": float(err.quantile(0.9)),
+        "within_band": float((err <= ERROR_BAND).mean()),
+    }
+
+
+def predicted_vs_measured(df: pd.DataFrame, band: float = ERROR_BAND) -> go.Figure:
+    """Scatter of predicted against measured speedup with the y = x line and a +-band cone.
+
+    One trace per (mode, workload): color by mode, marker by workload; hover names the
+    batch and K of every point.
+    """
+    fig = go.Figure()
+    lo = float(min(df["measured_speedup"].min(), df["predicted_speedup"].min()))
+    hi = float(max(df["measured_speedup"].max(), df["predicted_speedup"].max()))
+    lo, hi = lo / 1.1, hi * 1.1
+    xs = np.array([lo, hi])
+    fig.add_trace(
+        go.Scatter(
+            x=np.concatenate([xs, xs[::-1]]),
+            y=np.concatenate([xs * (1 + band), (xs * (1 - band))[::-1]]),
+            fill="toself",
+            fillcolor="rgba(127,140,141,0.15)",
+            line={"width": 0},
+            hoverinfo="skip",
+            name=f"±{band:.0%} band",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=xs, y=xs, mode="lines", line={"color": "#7f8c8d", "dash": "dash"}, name="y = x"
+        )
+    )
+    modes = list(dict.fromkeys(df["mode"]))
+    for (mode, workload), g in df.groupby(["mode", "workload"], sort=False):
+        color = _MODE_COLORS[modes.index(mode) % len(_MODE_COLORS)]
+        err = g["predicted_speedup"] / g["measured_speedup"] - 1.0
+        fig.add_trace(
+            go.Scatter(
+                x=g["measured_speedup"],
+                y=g["predicted_speedup"],
+                mode="markers",
+                name=f"{mode}, {workload}",
+                marker={
+                    "color": color,
+                    "symbol": _WORKLOAD_SYMBOLS.get(workload, "square"),
+                    "size": 6 + 2 * np.log2(g["batch"].to_numpy(float)),
+                    "opacity": 0.8,
+                    "line": {"width": 0.5, "color": "white"},
+                },
+                customdata=np.stack(
+                    [g["batch"].to_numpy(), g["k"].to_numpy(), err.to_numpy()], axis=1
+                ),
+                hovertemplate="B=%{customdata[0]}, K=%{customdata[1]}<br>measured %{x:.2f}x, "
+                "predicted %{y:.2f}x<br>error %{customdata[2]:+.1%}<extra>%{fullData.name}"
+                "</extra>",
+            )
+        )
+    fig.update_layout(
+        title={"text": "Predicted against measured speedup", "font": {"size": 15}},
+        xaxis_title="measured speedup (speculative / autoregressive tokens/s)",
+        yaxis_title="simulator's predicted speedup",
+        height=480,
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.15, "xanchor": "left", "x": 0},
+    )
+    fig.update_xaxes(range=[lo, hi])
+    fig.update_yaxes(range=[lo, hi], scaleanchor="x", scaleratio=1)
+    return fig
+
+
+def acceptance_positions(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-position acceptance pooled over batch sizes, from the rows with the largest K of
+    each (mode, workload): columns mode, workload, position, acceptance, iid.
+
+    `iid` is alpha^i with alpha the position-1 rate: what the i.i.d. model assumes.
+    """
+    rows = []
+    for (mode, workload), g in df.groupby(["mode", "workload"], sort=False):
+        top = g[g["k"] == g["k"].max()]
+        weights = top["sequence_steps"] if "sequence_steps" in top else pd.Series(1.0, top.index)
+        k = int(top["k"].max())
+        rates = [
+            float(np.average(top[f"p{i}"], weights=weights))
+            for i in range(1, min(k, MAX_POSITIONS) + 1)
+            if f"p{i}" in top
+        ]
+        for i, rate in enumerate(rates, start=1):
+            rows.append(
+                {
+                    "mode": mode,
+                    "workload": workload,
+                    "position": i,
+                    "acceptance": rate,
+                    "iid": rates[0] ** i,
+                }
+            )
+    return pd.DataFrame(rows, columns=["mode", "workload", "position", "acceptance", "iid"])
+
+
+def acceptance_by_position(df: pd.DataFrame) -> go.Figure:
+    """Measured per-position acceptance (solid) against the i.i.d. alpha^i (dotted)."""
+    table = acceptance_positions(df)
+    fig = go.Figure()
+    modes = list(dict.fromkeys(table["mode"]))
+    for (mode, workload), g in table.groupby(["mode", "workload"], sort=False):
+        color = _MODE_COLORS[modes.index(mode) % len(_MODE_COLORS)]
+        dash = "solid" if workload == "code" else "dashdot"
+        fig.add_trace(
+            go.Scatter(
+                x=g["position"],
+                y=g["acceptance"],
+                mode="lines+markers",
+                name=f"{mode}, {workload}: measured",
+                line={"color": color, "dash": dash},
+                marker={"symbol": _WORKLOAD_SYMBOLS.get(workload, "square")},
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=g["position"],
+                y=g["iid"],
+                mode="lines",
+                name=f"{mode}, {workload}: i.i.d. alpha^i",
+                line={"color": color, "dash": "dot", "width": 1},
+            )
+        )
+    fig.update_layout(
+        title={"text": "Per-position acceptance", "font": {"size": 15}},
+        xaxis_title="draft position i",
+        yaxis_title="P(position i accepted)",
+        height=420,
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0},
+        hovermode="x unified",
+    )
+    fig.update_yaxes(range=[0, 1.02])
+    fig.update_xaxes(dtick=1)
+    return fig

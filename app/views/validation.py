@@ -1,0 +1,122 @@
+"""Validation: the simulator's predicted speedup against real speculative decoding measured
+on a machine by `python -m profiler validate`, from the bundled CSV or an uploaded one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from app import figures_validation as fv
+from app import widgets
+from simulator.errors import InputError
+
+VALIDATION_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
+MAX_UPLOAD_MB = max(1, fv.MAX_CSV_BYTES // (1024 * 1024))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _parse(data: bytes, name: str) -> pd.DataFrame:
+    return fv.read_validation_csv(data, name)
+
+
+def _bundled() -> dict[str, Path]:
+    if not VALIDATION_DIR.is_dir():
+        return {}
+    return {p.name: p for p in sorted(VALIDATION_DIR.glob("*_validation.csv"))}
+
+
+st.title("Validation")
+st.caption(
+    "SpecPlan checks itself: `python -m profiler validate` runs real speculative decoding "
+    "with a small trained byte-level draft/target pair on the machine, measures the speedup "
+    "over plain decoding, profiles the same two models and asks the simulator for its "
+    "prediction at every point, using the acceptance measured there. Points on the dashed "
+    "line are predicted exactly; the grey cone is ±10%."
+)
+
+bundled = _bundled()
+upload = st.file_uploader(
+    "Upload a validation CSV (`<device>_validation.csv`)",
+    type=["csv"],
+    max_upload_size=MAX_UPLOAD_MB,
+    key="validation_upload",
+    help="Read as data only: CSV text, checked column by column.",
+)
+df = None
+source = ""
+if upload is not None:
+    try:
+        df = _parse(upload.getvalue(), upload.name)
+        source = f"uploaded: {upload.name}"
+    except InputError as exc:
+        widgets.show_error(exc, "Rejected")
+if df is None and bundled:
+    choice = st.selectbox("Bundled validation", list(bundled), key="validation_bundled")
+    try:
+        df = _parse(bundled[choice].read_bytes(), f"data/validation/{choice}")
+        source = f"bundled: data/validation/{choice}"
+    except InputError as exc:
+        widgets.show_error(exc, "Bundled file rejected")
+if df is None:
+    st.info(
+        "No validation data: nothing under data/validation/ and nothing uploaded. Run "
+        "`python -m profiler validate` and upload `data/validation/cpu_validation.csv`."
+    )
+    st.stop()
+
+modes = list(dict.fromkeys(df["mode"]))
+workloads = list(dict.fromkeys(df["workload"]))
+c1, c2, c3 = st.columns(3)
+pick_modes = c1.multiselect("Decoding", modes, default=modes, key="validation_modes")
+pick_workloads = c2.multiselect(
+    "Workload", workloads, default=workloads, key="validation_workloads"
+)
+batches = sorted(int(b) for b in df["batch"].unique())
+pick_batches = c3.multiselect("Batch", batches, default=batches, key="validation_batches")
+view = df[
+    df["mode"].isin(pick_modes)
+    & df["workload"].isin(pick_workloads)
+    & df["batch"].isin(pick_batches)
+]
+if view.empty:
+    st.warning("No points match the filters.")
+    st.stop()
+
+s = fv.error_summary(view)
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("points", s["points"])
+m2.metric("median |error|", f"{s['median_abs_error']:.1%}")
+m3.metric("90th percentile |error|", f"{s['p90_abs_error']:.1%}")
+m4.metric("inside ±10%", f"{s['within_band']:.0%}")
+st.caption(f"Source: {source}. Error = predicted / measured - 1.")
+
+st.plotly_chart(fv.predicted_vs_measured(view), key="validation_scatter")
+st.plotly_chart(fv.acceptance_by_position(view), key="validation_acceptance")
+
+worst = view.assign(abs_error=(view["predicted_speedup"] / view["measured_speedup"] - 1).abs())
+cols = [
+    c
+    for c in (
+        "mode",
+        "workload",
+        "batch",
+        "k",
+        "tau_measured",
+        "measured_speedup",
+        "predicted_speedup",
+        "error",
+        "spec_step_ms",
+        "predicted_spec_step_ms",
+    )
+    if c in worst
+]
+st.subheader("Worst points")
+st.dataframe(
+    worst.sort_values("abs_error", ascending=False)[cols].head(10),
+    hide_index=True,
+    key="validation_worst",
+)
+with st.expander("All points"):
+    st.dataframe(view, hide_index=True, key="validation_all")

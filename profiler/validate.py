@@ -1,0 +1,713 @@
+"""Ground truth on this machine: real speculative decoding, measured, against the simulator.
+
+`python -m profiler validate` loads the trained byte-level pair (`profiler.train_pair`),
+generates from held-out prompts of the standard library (code and prose separately),
+autoregressively and speculatively for K = 1..8 and several batch sizes, greedy and
+sampled, and measures per-position acceptance, mean accepted tokens and decode tokens/s.
+It profiles the same two architectures with the profiler's own run (`python -m profiler
+run`), asks the simulator's calibration for the step times at every point, predicts the
+speedup from the acceptance measured at that point, and writes predicted against measured.
+
+How the measurement copes with a shared machine (all of it is in the output):
+
+- the baseline and the eight K runs of one (mode, workload, batch) are stepped in lockstep
+  (`run_interleaved`), so they share the same seconds of a machine whose speed drifts;
+- a run's step cost is the median of its per-step wall-clock times (every step of a run
+  does the same work); the run's total decode wall clock is reported next to it;
+- rounds are the outer loop and the profiler runs once after every round, so the profile
+  (median over passes) and the measurement (median over rounds) cover the same minutes;
+- a gate waits while other processes keep the cores busy (`QuietGate`).
+
+Outputs under `data/validation/` (`--out-dir`), `<device>` being `cpu` or the GPU slug:
+
+- `<device>_validation.csv`: one row per (mode, workload, batch, K);
+- `<device>_acceptance.csv`: per-position acceptance, one row per position;
+- `<device>_tau_iid.csv`: measured mean accepted tokens against the i.i.d. tau per K;
+- `<device>_profile.json` / `.csv`: the profile the prediction used;
+- `<device>_summary.json`: settings, machine load, median and worst errors.
+
+Units: ms, tokens/s (aggregate over the batch), relative errors as fractions
+(predicted / measured - 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from profiler.corpus import load_corpus, sample_prompts
+from profiler.specdec import (
+    GREEDY,
+    AutoregressiveDecoder,
+    SpeculativeDecoder,
+    run_interleaved,
+)
+from profiler.train_pair import DRAFT_ID, MODELS_DIR, TARGET_ID, load_pair
+from simulator import acceptance
+from simulator.calibration import Calibration, match_gpu_id
+from simulator.defaults import DEFAULTS
+from simulator.profile import load_profile, profile_to_csv, profile_to_json
+
+VALIDATION_DIR = Path(__file__).resolve().parent.parent / "data" / "validation"
+WORKLOADS = ("code", "prose")
+K_MAX = 8
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    """What is measured. Token counts are bytes (the pair is byte-level)."""
+
+    batches: tuple[int, ...] = (1, 2, 4, 8, 16)
+    ks: tuple[int, ...] = tuple(range(1, K_MAX + 1))
+    # temperature 0 = greedy; 1.0 = sampling from the model's own distribution.
+    temperatures: tuple[float, ...] = (0.0, 1.0)
+    prompt_len: int = 128
+    # 64 steps per run are plenty for a step-time quantile; shorter runs buy more rounds.
+    new_tokens: int = 64
+    # The static cache attends over its whole buffer, so every run (baseline and
+    # speculative) uses the same one; 520 leaves room for sequences that accept more than
+    # the slowest of their batch (they run on until it reaches new_tokens).
+    max_len: int = 520
+    # The profile point the buffer corresponds to: attention over ~max_len slots.
+    profile_context: int = 512
+    rounds: int = 8  # timed rounds; every round runs the baseline then each K, interleaved
+    warmup_rounds: int = 1
+    # One thread: on a machine shared with other jobs, two OpenMP threads on two cores stall
+    # at every barrier whenever another process holds one core (step times swung 10x in
+    # trials); a single thread keeps a core to itself under up to one competing job.
+    threads: int = 1
+    seed: int = 0
+    # The profile's own measurement settings (`python -m profiler run` flags); the
+    # defaults are the profiler's.
+    profile_warmup: int = 10
+    profile_repeats: int = 30
+    # With one pass per round (see `validate`), 0.1 s per point and pass adds up to most of
+    # a second per point, spread over the same minutes as the generation runs.
+    profile_min_time_s: float = 0.1
+    # Before every timed block the gate waits (up to `quiet_wait_s`) while other processes
+    # keep more than `quiet_other_cores` cores busy: they would time-share the cores with
+    # the measurement (see `QuietGate`).
+    quiet_other_cores: float = 0.5
+    quiet_wait_s: float = 30.0
+    verify_overhead_ms: float = 0.0
+    """Fixed cost per speculative step the prediction adds (the simulator's
+    `verify_overhead_ms`). The default is the simulator's own `DEFAULTS` value, passed in
+    by `main`; 0 here keeps library calls explicit."""
+
+    @classmethod
+    def quick(cls) -> ValidationSettings:
+        """A reduced run for tests: seconds, not minutes."""
+        return cls(
+            batches=(1, 2),
+            ks=(1, 2, 3),
+            temperatures=(0.0, 1.0),
+            prompt_len=32,
+            new_tokens=16,
+            max_len=80,
+            profile_context=72,
+            rounds=1,
+            warmup_rounds=0,
+            quiet_wait_s=0.0,
+            profile_warmup=1,
+            profile_repeats=3,
+            profile_min_time_s=0.0,
+        )
+
+
+@dataclass
+class _Accumulator:
+    """Per-round values of one (mode, workload, batch, K) point, reduced by median."""
+
+    rounds: dict[str, list[float]] = field(default_factory=dict)
+    hist: np.ndarray | None = None
+    identical: list[bool] = field(default_factory=list)
+
+    def add(self, **values: float) -> None:
+        for key, value in values.items():
+            self.rounds.setdefault(key, []).append(float(value))
+
+    def median(self, key: str) -> float:
+        return float(np.median(self.rounds[key]))
+
+
+def _cpu_jiffies() -> tuple[int, int, int] | None:
+    """(busy jiffies of the whole machine, total jiffies, this process's jiffies), or None
+    where /proc is not there (not Linux)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            mine = fh.read().rsplit(")", 1)[1].split()
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    total = sum(fields[:8])
+    return total - idle, total, int(mine[11]) + int(mine[12])
+
+
+class QuietGate:
+    """Waits until no other process keeps the machine's cores busy.
+
+    Other jobs on a small machine time-share its cores with the measurement; the gate reads
+    /proc/stat over a short window and waits while other processes use more than
+    `max_other_cores` cores (up to `max_wait_s`). What it cannot see (a neighbouring virtual
+    machine on the same host) the medians over rounds average out.
+    """
+
+    def __init__(self, max_other_cores: float, max_wait_s: float, window_s: float = 0.5) -> None:
+        self.max_other_cores = max_other_cores
+        self.max_wait_s = max_wait_s
+        self.window_s = window_s
+        self.waited_s = 0.0
+        self.readings: list[float] = []
+
+    def other_cores(self) -> float:
+        """Cores other processes kept busy during the last `window_s` seconds."""
+        a = _cpu_jiffies()
+        time.sleep(self.window_s)
+        b = _cpu_jiffies()
+        if a is None or b is None or b[1] <= a[1]:
+            return 0.0
+        ncpu = os.cpu_count() or 1
+        return max(0.0, ((b[0] - a[0]) - (b[2] - a[2])) / (b[1] - a[1]) * ncpu)
+
+    def wait(self) -> float:
+        """Block until quiet (or the wait budget is spent); returns the last reading."""
+        if self.max_wait_s <= 0:
+            return float("nan")
+        start = time.perf_counter()
+        while True:
+            cores = self.other_cores()
+            if cores <= self.max_other_cores or time.perf_counter() - start >= self.max_wait_s:
+                break
+        self.waited_s += time.perf_counter() - start
+        self.readings.append(cores)
+        return cores
+
+
+def _mode(temperature: float) -> str:
+    return "greedy" if temperature <= GREEDY else f"sample_t{temperature:g}"
+
+
+def load_prompts(settings: ValidationSettings) -> dict[str, np.ndarray]:
+    """Held-out prompts per workload, `max(batches)` of them, `prompt_len` bytes each."""
+    corpus = load_corpus(held_out_only=True)
+    count = max(settings.batches)
+    return {
+        kind: sample_prompts(
+            corpus.splits[kind]["held_out"], count, settings.prompt_len, seed=settings.seed + i
+        )
+        for i, kind in enumerate(WORKLOADS)
+    }
+
+
+def _run_block(target, draft, ids, temperature, rnd, settings, acc, timed) -> None:
+    """One round of one (mode, workload, batch): the baseline and every K, in lockstep.
+
+    The machine's speed swings by tens of percent from one second to the next (other
+    virtual machines on the host), so runs measured one after the other would compare
+    different machines. `run_interleaved` steps the baseline and all K runs in turn, each
+    as far behind as the others, so they share the same seconds.
+    """
+    n, batch = settings.new_tokens, ids.shape[0]
+    ar = AutoregressiveDecoder(
+        target,
+        ids,
+        n,
+        temperature=temperature,
+        generator=torch.Generator().manual_seed(settings.seed + 1000 * rnd),
+        max_len=settings.max_len,
+    )
+    spec = {
+        k: SpeculativeDecoder(
+            target,
+            draft,
+            ids,
+            n,
+            k,
+            temperature=temperature,
+            generator=torch.Generator().manual_seed(settings.seed + 1000 * rnd + k),
+            max_len=settings.max_len,
+        )
+        for k in settings.ks
+    }
+    run_interleaved([ar, *spec.values()])
+    ref, ar_stats = ar.result()
+    for k in settings.ks:
+        out, a = spec[k].result(), acc[k]
+        st = out.stats
+        if temperature <= GREEDY:
+            a.identical.append(bool(torch.equal(out.truncated(n), ref)))
+        if not timed:
+            continue
+        a.hist = st.accepted_hist if a.hist is None else a.hist + st.accepted_hist
+        per_seq_step = st.tokens_emitted / st.steps / batch
+        # Every step of a run does the same work, so a statistic of its step times is the
+        # step's cost; the sum of the step times (the run's decode wall clock) is kept too.
+        values = {}
+        for name, q in (("", 0.5), ("_p10", 0.1)):
+            ar_ms = ar_stats.step_quantile_s(q) * 1e3
+            spec_ms = st.step_quantile_s(q) * 1e3
+            values[f"ar_step_ms{name}"] = ar_ms
+            values[f"spec_step_ms{name}"] = spec_ms
+            values[f"measured_speedup{name}"] = per_seq_step * ar_ms / spec_ms
+        a.add(
+            **values,
+            ar_tok_s_wall=ar_stats.tokens_per_s,
+            spec_tok_s_wall=st.tokens_per_s,
+            measured_speedup_wall=st.tokens_per_s / ar_stats.tokens_per_s,
+            spec_steps=st.steps,
+            tokens_emitted=st.tokens_emitted,
+        )
+
+
+def measure(
+    target,
+    draft,
+    prompts: dict[str, np.ndarray],
+    settings: ValidationSettings,
+    log=print,
+    gate: QuietGate | None = None,
+    between_rounds=None,
+) -> pd.DataFrame:
+    """Run every point; one row per (mode, workload, batch, K) with measured quantities.
+
+    Rounds are the outer loop, so the rounds of one point are spread over the whole run and
+    its medians average the machine's slow speed swings rather than catching one of them;
+    `between_rounds(round_index)` runs after every timed round (the profiler's passes).
+    """
+    if gate is None:
+        gate = QuietGate(settings.quiet_other_cores, settings.quiet_wait_s)
+    blocks = [
+        (temperature, workload, batch)
+        for temperature in settings.temperatures
+        for workload in WORKLOADS
+        for batch in settings.batches
+    ]
+    acc = {blk: {k: _Accumulator() for k in settings.ks} for blk in blocks}
+    other_cores: dict[tuple, list[float]] = {blk: [] for blk in blocks}
+    for rnd in range(settings.warmup_rounds + settings.rounds):
+        timed = rnd >= settings.warmup_rounds
+        t0 = time.perf_counter()
+        for blk in blocks:
+            temperature, workload, batch = blk
+            if timed:
+                other_cores[blk].append(gate.wait())
+            ids = torch.from_numpy(prompts[workload][:batch].astype(np.int64))
+            _run_block(target, draft, ids, temperature, rnd, settings, acc[blk], timed)
+        label = f"round {rnd + 1 - settings.warmup_rounds}" if timed else "warm-up round"
+        log(f"{label}: {len(blocks)} blocks in {time.perf_counter() - t0:.0f} s")
+        if timed and between_rounds is not None:
+            between_rounds(rnd - settings.warmup_rounds)
+    rows = []
+    for blk in blocks:
+        temperature, workload, batch = blk
+        for k, a in acc[blk].items():
+            total = int(a.hist.sum())
+            at_least = a.hist[::-1].cumsum()[::-1]
+            pos = at_least[1:] / total
+            row = {
+                "mode": _mode(temperature),
+                "temperature": temperature,
+                "workload": workload,
+                "batch": batch,
+                "k": k,
+                "tau_measured": 1.0 + float(pos.sum()),
+                "sequence_steps": total,
+                **{key: a.median(key) for key in a.rounds},
+                "measured_speedup_min": float(np.min(a.rounds["measured_speedup"])),
+                "measured_speedup_max": float(np.max(a.rounds["measured_speedup"])),
+                "other_cores_max": max(
+                    (x for x in other_cores[blk] if not np.isnan(x)), default=np.nan
+                ),
+                "identical_to_target": (bool(all(a.identical)) if a.identical else np.nan),
+            }
+            row["ar_tok_s"] = batch / row["ar_step_ms"] * 1e3
+            row["spec_tok_s"] = row["ar_tok_s"] * row["measured_speedup"]
+            for i in range(1, K_MAX + 1):
+                row[f"p{i}"] = float(pos[i - 1]) if i <= k else np.nan
+            rows.append(row)
+        last = rows[-len(settings.ks) :]
+        log(
+            f"{_mode(temperature)} {workload} B={batch}: "
+            + " ".join(
+                f"K{r['k']}:{r['measured_speedup']:.2f}x/tau{r['tau_measured']:.2f}" for r in last
+            )
+        )
+    log(f"quiet gate: waited {gate.waited_s:.0f} s in all")
+    return pd.DataFrame(rows)
+
+
+def profiler_argv(out: Path, settings: ValidationSettings, *, device: str = "cpu") -> list[str]:
+    """`python -m profiler run` over exactly the shapes the validation used."""
+    return [
+        "run",
+        "--target",
+        TARGET_ID,
+        "--draft",
+        DRAFT_ID,
+        "--dtype",
+        "fp32",
+        "--device",
+        device,
+        "--threads",
+        str(settings.threads),
+        "--batch",
+        ",".join(map(str, settings.batches)),
+        "--k",
+        ",".join(map(str, settings.ks)),
+        "--context",
+        str(settings.profile_context),
+        "--warmup",
+        str(settings.profile_warmup),
+        "--repeats",
+        str(settings.profile_repeats),
+        "--min-time",
+        str(settings.profile_min_time_s),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+
+
+def run_profile(out: Path, settings: ValidationSettings, *, device: str = "cpu") -> Path:
+    """One pass of the profiler's own run, in this process."""
+    from profiler.cli import main as profiler_main
+
+    argv = profiler_argv(out, settings, device=device)
+    code = profiler_main(argv)
+    if code:
+        raise RuntimeError(f"python -m profiler {' '.join(argv)} exited with {code}")
+    return out
+
+
+def combine_profiles(paths: list[Path], out: Path) -> Path:
+    """One profile from several passes of the same run: per point, the median over passes
+    of each latency statistic (repeats summed). Written as JSON and CSV like the profiler's.
+    """
+    profiles = [load_profile(p) for p in paths]
+    keys = ["model", "batch", "query_len", "context_len"]
+    df = pd.concat([p.measurements for p in profiles], ignore_index=True)
+    ok = df[df["status"] == "ok"]
+    combined = ok.groupby(keys, sort=False, as_index=False).agg(
+        median_ms=("median_ms", "median"),
+        p10_ms=("p10_ms", "median"),
+        p90_ms=("p90_ms", "median"),
+        repeats=("repeats", "sum"),
+        peak_bytes=("peak_bytes", "max"),
+        status=("status", "first"),
+        extrapolated=("extrapolated", "any"),
+    )
+    # Medians of each column separately can cross; keep p10 <= median <= p90 per row.
+    combined["p10_ms"] = combined[["p10_ms", "median_ms"]].min(axis=1)
+    combined["p90_ms"] = combined[["p90_ms", "median_ms"]].max(axis=1)
+    first = profiles[0]
+    merged = replace(
+        first,
+        command=f"{first.command}  [x{len(paths)} passes spread over the validation rounds; "
+        "per point the median over passes of each statistic]",
+        measurements=combined,
+    )
+    out.write_text(profile_to_json(merged), encoding="utf-8")
+    out.with_suffix(".csv").write_text(profile_to_csv(merged), encoding="utf-8")
+    load_profile(out)  # the loader's checks, as the app would run them
+    return out
+
+
+def _calibration(profile, column: str) -> Calibration:
+    """The simulator's calibration, reading step times from one latency column."""
+    if column != "median_ms":
+        df = profile.measurements.assign(median_ms=profile.measurements[column])
+        profile = replace(profile, measurements=df)
+    return Calibration.from_profiles([profile])
+
+
+def predict(points: pd.DataFrame, profile_path: Path, settings: ValidationSettings) -> pd.DataFrame:
+    """Add the simulator's step times and predicted speedup to every measured point.
+
+    speedup = tau * t_T(B, 1, L) / (K * t_D(B, 1, L) + t_T(B, K+1, L) + verify overhead),
+    the simulator's formula, with tau = 1 + sum_i p_i from this point's measured
+    per-position acceptance and step times looked up in the profile by the simulator's
+    calibration (`simulator.calibration`): its medians, set against the medians of the
+    measured step times, and (columns ending `_p10`) its 10th percentiles against theirs.
+    """
+    profile = load_profile(profile_path)
+    gid = match_gpu_id(profile.device.name, profile.device.kind)
+    dtype = profile.settings.dtype
+    n = len(points)
+    b = points["batch"].to_numpy(float)
+    k = points["k"].to_numpy(float)
+    pos = points[[f"p{i}" for i in range(1, K_MAX + 1)]].to_numpy(float)
+    tau = acceptance.tau_from_positions(pos, k.astype(int))
+    out = points.copy()
+    # Medians add up (a step of K draft forwards and one verification costs about the sum
+    # of their medians); low quantiles do not: the 10th percentile of a sum of jittery
+    # parts is above the sum of their 10th percentiles. The p10 pair is kept for reference.
+    for suffix, col in (("", "median_ms"), ("_p10", "p10_ms")):
+        cal = _calibration(profile, col)
+
+        def step_ms(model_id: str, q, cal=cal) -> np.ndarray:
+            ms, _how = cal.measured_ms(
+                np.full(n, gid, dtype=object),
+                np.full(n, model_id, dtype=object),
+                np.full(n, dtype, dtype=object),
+                np.ones(n),
+                b,
+                np.broadcast_to(np.asarray(q, dtype=float), (n,)),
+                np.full(n, float(settings.profile_context)),
+            )
+            if np.isnan(ms).any():
+                raise ValueError(f"{profile_path}: the profile does not cover {model_id}")
+            return ms
+
+        t_target = step_ms(TARGET_ID, 1.0)
+        t_verify = step_ms(TARGET_ID, k + 1.0)
+        t_draft = step_ms(DRAFT_ID, 1.0)
+        spec_step = k * t_draft + t_verify + settings.verify_overhead_ms
+        out[f"target_step_ms{suffix}"] = t_target
+        out[f"verify_step_ms{suffix}"] = t_verify
+        out[f"draft_step_ms{suffix}"] = t_draft
+        out[f"predicted_spec_step_ms{suffix}"] = spec_step
+        out[f"predicted_speedup{suffix}"] = tau * t_target / spec_step
+        out[f"error{suffix}"] = (
+            out[f"predicted_speedup{suffix}"] / out[f"measured_speedup{suffix}"] - 1
+        )
+    out["verify_overhead_ms"] = settings.verify_overhead_ms
+    out["abs_error"] = out["error"].abs()
+    # The i.i.d. view of the same point: the alpha that reproduces its tau, and the
+    # prediction an i.i.d. alpha taken from position 1 alone would have made.
+    out["alpha_iid_fit"] = acceptance.alpha_from_tau(out["tau_measured"].to_numpy(), k)
+    tau_p1 = acceptance.tau_iid(out["p1"].to_numpy(), k)
+    out["tau_iid_from_p1"] = tau_p1
+    out["predicted_speedup_iid_p1"] = tau_p1 * out["target_step_ms"] / out["predicted_spec_step_ms"]
+    # Where the time went: measured step times against the profile's forward passes.
+    out["ar_step_excess_ms"] = out["ar_step_ms"] - out["target_step_ms"]
+    out["spec_step_excess_ms"] = out["spec_step_ms"] - out["predicted_spec_step_ms"]
+    return out
+
+
+def acceptance_long(points: pd.DataFrame) -> pd.DataFrame:
+    """Per-position acceptance, one row per (mode, workload, batch, K, position)."""
+    rows = []
+    for r in points.itertuples(index=False):
+        for i in range(1, int(r.k) + 1):
+            rows.append(
+                {
+                    "mode": r.mode,
+                    "workload": r.workload,
+                    "batch": r.batch,
+                    "k": r.k,
+                    "position": i,
+                    "acceptance": getattr(r, f"p{i}"),
+                    "sequence_steps": r.sequence_steps,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def tau_vs_iid(points: pd.DataFrame) -> pd.DataFrame:
+    """Measured tau per (mode, workload, K), pooled over batch sizes, against the i.i.d.
+    tau(alpha, K) with alpha the pooled position-1 acceptance of that mode and workload.
+
+    alpha is what an i.i.d. model means by per-token acceptance (P(a draft token is
+    accepted) at a position that was reached); position 1 is always reached, the same
+    distribution for every K, so pooling it over all K and batches gives the best estimate.
+    """
+    rows = []
+    for (mode, workload), grp in points.groupby(["mode", "workload"], sort=False):
+        w = grp["sequence_steps"].to_numpy(float)
+        alpha = float(np.average(grp["p1"], weights=w))
+        for k, g in grp.groupby("k"):
+            wk = g["sequence_steps"].to_numpy(float)
+            tau_m = float(np.average(g["tau_measured"], weights=wk))
+            tau_i = float(acceptance.tau_iid(alpha, k))
+            rows.append(
+                {
+                    "mode": mode,
+                    "workload": workload,
+                    "k": int(k),
+                    "alpha": alpha,
+                    "tau_measured": tau_m,
+                    "tau_iid": tau_i,
+                    "tau_iid_error": tau_i / tau_m - 1.0,
+                    "alpha_iid_fit": float(acceptance.alpha_from_tau(tau_m, k)),
+                    "sequence_steps": int(wk.sum()),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def summarise(pred: pd.DataFrame, settings: ValidationSettings, extra: dict) -> dict:
+    worst = pred.sort_values("abs_error", ascending=False).head(8)
+    cols = ["mode", "workload", "batch", "k", "measured_speedup", "predicted_speedup", "error"]
+    by_mode = pred.groupby("mode")["abs_error"].median().round(4).to_dict()
+    return {
+        "points": len(pred),
+        "median_abs_error": round(float(pred["abs_error"].median()), 4),
+        "p90_abs_error": round(float(pred["abs_error"].quantile(0.9)), 4),
+        "max_abs_error": round(float(pred["abs_error"].max()), 4),
+        "median_abs_error_by_mode": by_mode,
+        "median_abs_error_by_batch": pred.groupby("batch")["abs_error"].median().round(4).to_dict(),
+        "median_error_signed": round(float(pred["error"].median()), 4),
+        "median_abs_error_p10": round(float(pred["error_p10"].abs().median()), 4),
+        "greedy_identical_to_target": bool(
+            pred.loc[pred["mode"] == "greedy", "identical_to_target"].astype(bool).all()
+        ),
+        "worst_points": worst[cols].round(4).to_dict("records"),
+        "settings": asdict(settings),
+        **extra,
+    }
+
+
+def validate(
+    settings: ValidationSettings,
+    out_dir: Path = VALIDATION_DIR,
+    *,
+    models_dir: Path = MODELS_DIR,
+    profile: Path | None = None,
+    device_label: str = "cpu",
+    log=print,
+) -> dict:
+    """Measure, profile, predict and write the CSVs; returns the summary.
+
+    Without `profile`, the profiler runs once after every timed round (as many passes as
+    rounds, spread over the same minutes as the measurement) and the passes are combined.
+    """
+    torch.set_num_threads(settings.threads)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    load_start = os.getloadavg()
+    target, draft = load_pair(models_dir)
+    prompts = load_prompts(settings)
+    gate = QuietGate(settings.quiet_other_cores, settings.quiet_wait_s)
+    passes: list[Path] = []
+    pass_dir = out_dir / f".{device_label}_profile_passes"
+
+    def profile_pass(index: int) -> None:
+        pass_dir.mkdir(exist_ok=True)
+        gate.wait()
+        passes.append(run_profile(pass_dir / f"pass{index}.json", settings))
+        torch.set_num_threads(settings.threads)
+
+    points = measure(
+        target,
+        draft,
+        prompts,
+        settings,
+        log=log,
+        gate=gate,
+        between_rounds=profile_pass if profile is None else None,
+    )
+    load_end = os.getloadavg()
+    if profile is None:
+        profile = combine_profiles(passes, out_dir / f"{device_label}_profile.json")
+        for p in pass_dir.iterdir():
+            p.unlink()
+        pass_dir.rmdir()
+        log(f"profiled {TARGET_ID} and {DRAFT_ID} in {len(passes)} passes -> {profile}")
+    pred = predict(points, profile, settings)
+    stem = out_dir / device_label
+    pred.to_csv(f"{stem}_validation.csv", index=False, float_format="%.6g")
+    acceptance_long(pred).to_csv(f"{stem}_acceptance.csv", index=False, float_format="%.6g")
+    tau_table = tau_vs_iid(pred)
+    tau_table.to_csv(f"{stem}_tau_iid.csv", index=False, float_format="%.6g")
+    summary = summarise(
+        pred,
+        settings,
+        {
+            "command": "python -m profiler validate " + " ".join(sys.argv[2:]),
+            "profile": str(Path(profile).name),
+            "profiler_command": "python -m profiler "
+            + " ".join(profiler_argv(Path(f"{stem}_profile.json"), settings)),
+            "models_dir": str(models_dir),
+            "device": platform.processor() or platform.machine(),
+            "torch": torch.__version__,
+            "total_seconds": round(time.perf_counter() - started, 1),
+            "load_average_start": [round(x, 2) for x in load_start],
+            "load_average_end": [round(x, 2) for x in load_end],
+            "tau_iid_max_abs_error": round(float(tau_table["tau_iid_error"].abs().max()), 4),
+            "quiet_gate": {
+                "waited_s": round(gate.waited_s, 1),
+                "other_cores_max_at_start_of_a_block": round(max(gate.readings, default=0.0), 2),
+            },
+        },
+    )
+    Path(f"{stem}_summary.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
+    log(
+        f"median |error| {summary['median_abs_error']:.1%} over {summary['points']} points "
+        f"(p90 {summary['p90_abs_error']:.1%}, max {summary['max_abs_error']:.1%}); "
+        f"wrote {stem}_*.csv"
+    )
+    return summary
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in text.split(",") if x.strip())
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    out: list[int] = []
+    for part in text.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        out.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
+    return tuple(out)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    d = ValidationSettings()
+    parser.add_argument("--quick", action="store_true", help="a reduced run for tests")
+    parser.add_argument("--out-dir", type=Path, default=VALIDATION_DIR)
+    parser.add_argument("--models-dir", type=Path, default=MODELS_DIR)
+    parser.add_argument("--profile", type=Path, help="use this profile instead of profiling")
+    parser.add_argument("--batch", help=f"batch sizes (default {','.join(map(str, d.batches))})")
+    parser.add_argument("--k", help="speculative lengths, e.g. 1-8")
+    parser.add_argument("--temperatures", help="0 = greedy (default 0,1)")
+    parser.add_argument("--rounds", type=int, help=f"timed rounds (default {d.rounds})")
+    parser.add_argument("--threads", type=int, help=f"torch CPU threads (default {d.threads})")
+    parser.add_argument(
+        "--verify-overhead-ms",
+        type=float,
+        default=DEFAULTS.verify_overhead_ms,
+        help="fixed cost per speculative step in the prediction (default: the simulator's)",
+    )
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    settings = ValidationSettings.quick() if args.quick else ValidationSettings()
+    changes = {"verify_overhead_ms": args.verify_overhead_ms}
+    if args.batch:
+        changes["batches"] = _ints(args.batch)
+    if args.k:
+        changes["ks"] = _ints(args.k)
+    if args.temperatures:
+        changes["temperatures"] = _floats(args.temperatures)
+    if args.rounds:
+        changes["rounds"] = args.rounds
+    if args.threads:
+        changes["threads"] = args.threads
+    settings = ValidationSettings(**{**asdict(settings), **changes})
+    if max(settings.ks) > K_MAX or min(settings.ks) < 1:
+        raise SystemExit(f"--k: values must be in 1..{K_MAX}")
+    validate(settings, args.out_dir, models_dir=args.models_dir, profile=args.profile)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m profiler validate", description=__doc__)
+    add_arguments(parser)
+    return run_from_args(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,37 @@
+"""The Validation page: the bundled CSV loads and plots; a bad upload names its cell."""
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app import figures_validation as fv
+from simulator.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+BUNDLED = ROOT / "data/validation/cpu_validation.csv"
+
+
+def test_bundled_validation_csv_parses():
+    df = fv.read_validation_csv(BUNDLED.read_bytes(), "cpu_validation.csv")
+    # predicted_speedup starts with "p" but is not a per-position rate: values above 1 pass.
+    assert (df["predicted_speedup"] > 1).any()
+    assert df[["p1"]].max().max() <= 1
+
+
+def test_rate_above_one_is_refused():
+    text = BUNDLED.read_text().splitlines()
+    header = text[0].split(",")
+    row = text[1].split(",")
+    row[header.index("p1")] = "1.5"
+    with pytest.raises(InputError, match="field 'p1'"):
+        fv.read_validation_csv("\n".join([text[0], ",".join(row)]).encode(), "bad.csv")
+
+
+def test_page_plots_bundled_data_without_errors():
+    at = AppTest.from_file(str(ROOT / "app/streamlit_app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("views/validation.py").run()
+    assert not at.exception
+    assert not at.error
+    assert len(at.get("plotly_chart")) >= 2
