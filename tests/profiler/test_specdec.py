@@ -228,3 +228,19 @@ def test_sampled_joint_distribution_matches_target():
     assert chi_square_p_value(counts, joint) > P_MIN
     p = out.stats.per_position_acceptance()
     assert 0.1 < p[0] < 0.95
+
+
+def test_interleaved_runs_give_the_same_output():
+    """Stepping several decoders in turn (as the validation does) changes no output."""
+    from profiler.specdec import AutoregressiveDecoder, SpeculativeDecoder, run_interleaved
+
+    target = _tiny(seed=0, layers=2, hidden=32, std=0.3)
+    draft = _tiny(seed=1, layers=1, hidden=16, std=0.3)
+    prompts = torch.randint(0, 32, (2, 6), generator=torch.Generator().manual_seed(3))
+    ar = AutoregressiveDecoder(target, prompts, 24)
+    spec = [SpeculativeDecoder(target, draft, prompts, 24, k) for k in (1, 3, 6)]
+    run_interleaved([ar, *spec], chunk=0.1)
+    reference, stats = ar.result()
+    assert stats.steps == 24 and len(stats.step_s) == 24
+    for dec in spec:
+        assert torch.equal(dec.result().truncated(24), reference)
