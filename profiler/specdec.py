@@ -21,6 +21,10 @@ newest one) and the batch stays rectangular.
 
 Probabilities are float32 (float64 if the model is), logits are divided by the
 temperature before the softmax; temperature 0 means greedy.
+
+`AutoregressiveDecoder` and `SpeculativeDecoder` run one step per `step()` and record each
+step's wall-clock time; `autoregressive_generate` and `speculative_generate` drive one to
+the end, `run_interleaved` steps several in turn (the validation's measurement).
 """
 
 from __future__ import annotations

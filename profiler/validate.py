@@ -8,6 +8,11 @@ It profiles the same two architectures with the profiler's own run (`python -m p
 run`), asks the simulator's calibration for the step times at every point, predicts the
 speedup from the acceptance measured at that point, and writes predicted against measured.
 
+The prediction prices the draft as speculation runs it: next to every profiler pass it
+times the draft's forwards right after a target forward (`measure_draft_after_target`),
+which on a CPU cost up to twice the draft's isolated profile time; the simulator's own
+K * t_D(B, 1) pricing is kept alongside (`predicted_speedup_isolated_draft`).
+
 How the measurement copes with a shared machine (all of it is in the output):
 
 - the baseline and the eight K runs of one (mode, workload, batch) are stepped in lockstep
@@ -18,12 +23,14 @@ How the measurement copes with a shared machine (all of it is in the output):
   (median over passes) and the measurement (median over rounds) cover the same minutes;
 - a gate waits while other processes keep the cores busy (`QuietGate`).
 
-Outputs under `data/validation/` (`--out-dir`), `<device>` being `cpu` or the GPU slug:
+Outputs under `data/validation/` (`--out-dir`); the validation runs on the CPU, so
+`<device>` is `cpu` (the label is a parameter of `validate` for a future GPU run):
 
 - `<device>_validation.csv`: one row per (mode, workload, batch, K);
 - `<device>_acceptance.csv`: per-position acceptance, one row per position;
 - `<device>_tau_iid.csv`: measured mean accepted tokens against the i.i.d. tau per K;
 - `<device>_profile.json` / `.csv`: the profile the prediction used;
+- `<device>_draft_after_target.csv`: the draft's forward times after a target forward;
 - `<device>_summary.json`: settings, machine load, median and worst errors.
 
 Units: ms, tokens/s (aggregate over the batch), relative errors as fractions
@@ -35,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -46,6 +52,7 @@ import pandas as pd
 import torch
 
 from profiler.corpus import load_corpus, sample_prompts
+from profiler.model import KVCache
 from profiler.specdec import (
     GREEDY,
     AutoregressiveDecoder,
@@ -72,7 +79,7 @@ class ValidationSettings:
     # temperature 0 = greedy; 1.0 = sampling from the model's own distribution.
     temperatures: tuple[float, ...] = (0.0, 1.0)
     prompt_len: int = 128
-    # 64 steps per run are plenty for a step-time quantile; shorter runs buy more rounds.
+    # 64 steps per run are plenty for a step-time median; shorter runs buy more rounds.
     new_tokens: int = 64
     # The static cache attends over its whole buffer, so every run (baseline and
     # speculative) uses the same one; 520 leaves room for sequences that accept more than
@@ -80,15 +87,14 @@ class ValidationSettings:
     max_len: int = 520
     # The profile point the buffer corresponds to: attention over ~max_len slots.
     profile_context: int = 512
-    rounds: int = 8  # timed rounds; every round runs the baseline then each K, interleaved
+    rounds: int = 8  # timed rounds; each runs the baseline and every K, stepped in turn
     warmup_rounds: int = 1
     # One thread: on a machine shared with other jobs, two OpenMP threads on two cores stall
     # at every barrier whenever another process holds one core (step times swung 10x in
     # trials); a single thread keeps a core to itself under up to one competing job.
     threads: int = 1
     seed: int = 0
-    # The profile's own measurement settings (`python -m profiler run` flags); the
-    # defaults are the profiler's.
+    # Flags of each profiler pass (`python -m profiler run --warmup --repeats --min-time`).
     profile_warmup: int = 10
     profile_repeats: int = 30
     # With one pass per round (see `validate`), 0.1 s per point and pass adds up to most of
@@ -254,15 +260,12 @@ def _run_block(target, draft, ids, temperature, rnd, settings, acc, timed) -> No
         per_seq_step = st.tokens_emitted / st.steps / batch
         # Every step of a run does the same work, so a statistic of its step times is the
         # step's cost; the sum of the step times (the run's decode wall clock) is kept too.
-        values = {}
-        for name, q in (("", 0.5), ("_p10", 0.1)):
-            ar_ms = ar_stats.step_quantile_s(q) * 1e3
-            spec_ms = st.step_quantile_s(q) * 1e3
-            values[f"ar_step_ms{name}"] = ar_ms
-            values[f"spec_step_ms{name}"] = spec_ms
-            values[f"measured_speedup{name}"] = per_seq_step * ar_ms / spec_ms
+        ar_ms = ar_stats.step_quantile_s(0.5) * 1e3
+        spec_ms = st.step_quantile_s(0.5) * 1e3
         a.add(
-            **values,
+            ar_step_ms=ar_ms,
+            spec_step_ms=spec_ms,
+            measured_speedup=per_seq_step * ar_ms / spec_ms,
             ar_tok_s_wall=ar_stats.tokens_per_s,
             spec_tok_s_wall=st.tokens_per_s,
             measured_speedup_wall=st.tokens_per_s / ar_stats.tokens_per_s,
@@ -391,7 +394,7 @@ def run_profile(out: Path, settings: ValidationSettings, *, device: str = "cpu")
     return out
 
 
-def combine_profiles(paths: list[Path], out: Path) -> Path:
+def combine_profiles(paths: list[Path], out: Path, command: str) -> Path:
     """One profile from several passes of the same run: per point, the median over passes
     of each latency statistic (repeats summed). Written as JSON and CSV like the profiler's.
     """
@@ -414,7 +417,7 @@ def combine_profiles(paths: list[Path], out: Path) -> Path:
     first = profiles[0]
     merged = replace(
         first,
-        command=f"{first.command}  [x{len(paths)} passes spread over the validation rounds; "
+        command=f"{command}  [x{len(paths)} passes spread over the validation rounds; "
         "per point the median over passes of each statistic]",
         measurements=combined,
     )
@@ -424,22 +427,83 @@ def combine_profiles(paths: list[Path], out: Path) -> Path:
     return out
 
 
-def _calibration(profile, column: str) -> Calibration:
-    """The simulator's calibration, reading step times from one latency column."""
-    if column != "median_ms":
-        df = profile.measurements.assign(median_ms=profile.measurements[column])
-        profile = replace(profile, measurements=df)
-    return Calibration.from_profiles([profile])
+@torch.inference_mode()
+def measure_draft_after_target(
+    target, draft, settings: ValidationSettings, *, warmup: int = 5, repeats: int = 30
+) -> pd.DataFrame:
+    """The draft's forward times as speculation runs them: right after a target forward.
+
+    For every batch size: one target forward (q = 5), then `K_MAX` draft forwards (the
+    first of two tokens, as `SpeculativeDecoder` feeds it, the rest of one), each timed.
+    The profile times every model on its own, back to back; here the draft starts where
+    the target left the core's caches. Rows: batch, position (1-based), query_len and
+    the median, p10 and p90 over `repeats` in ms.
+    """
+    rows = []
+    context = settings.profile_context - K_MAX - 2
+    for batch in settings.batches:
+        t_cache = KVCache(target.cfg, batch, settings.max_len)
+        d_cache = KVCache(draft.cfg, batch, settings.max_len)
+        xt = torch.zeros((batch, 5), dtype=torch.long)
+        x2 = torch.zeros((batch, 2), dtype=torch.long)
+        x1 = torch.zeros((batch, 1), dtype=torch.long)
+        times = np.zeros((repeats, K_MAX))
+        for r in range(warmup + repeats):
+            t_cache.lengths.fill_(context)
+            d_cache.lengths.fill_(context)
+            target(xt, t_cache)
+            for i in range(K_MAX):
+                t0 = time.perf_counter()
+                draft(x2 if i == 0 else x1, d_cache)
+                if r >= warmup:
+                    times[r - warmup, i] = time.perf_counter() - t0
+        for i in range(K_MAX):
+            p10, med, p90 = np.percentile(times[:, i] * 1e3, [10, 50, 90])
+            rows.append(
+                {
+                    "batch": batch,
+                    "position": i + 1,
+                    "query_len": 2 if i == 0 else 1,
+                    "median_ms": med,
+                    "p10_ms": p10,
+                    "p90_ms": p90,
+                    "repeats": repeats,
+                }
+            )
+    return pd.DataFrame(rows)
 
 
-def predict(points: pd.DataFrame, profile_path: Path, settings: ValidationSettings) -> pd.DataFrame:
+def combine_draft_after_target(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Median over passes per (batch, position); repeats summed."""
+    df = pd.concat(frames, ignore_index=True)
+    return df.groupby(["batch", "position", "query_len"], as_index=False).agg(
+        median_ms=("median_ms", "median"),
+        p10_ms=("p10_ms", "median"),
+        p90_ms=("p90_ms", "median"),
+        repeats=("repeats", "sum"),
+        passes=("repeats", "size"),
+    )
+
+
+def predict(
+    points: pd.DataFrame,
+    profile_path: Path,
+    settings: ValidationSettings,
+    draft_after_target: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Add the simulator's step times and predicted speedup to every measured point.
 
-    speedup = tau * t_T(B, 1, L) / (K * t_D(B, 1, L) + t_T(B, K+1, L) + verify overhead),
-    the simulator's formula, with tau = 1 + sum_i p_i from this point's measured
-    per-position acceptance and step times looked up in the profile by the simulator's
-    calibration (`simulator.calibration`): its medians, set against the medians of the
-    measured step times, and (columns ending `_p10`) its 10th percentiles against theirs.
+    The simulator's formula, with the profile's median step times looked up by the
+    simulator's calibration (`simulator.calibration`) and tau = 1 + sum_i p_i from this
+    point's measured per-position acceptance:
+
+        speedup = tau * t_T(B, 1, L) / (draft time + t_T(B, K+1, L) + verify overhead)
+
+    `predicted_speedup_isolated_draft` prices the draft as the simulator does today,
+    K * t_D(B, 1, L) from the draft profiled on its own. `predicted_speedup` (the corrected
+    model) prices it as speculation runs it, the sum over positions i <= K of the draft's
+    forward time after a target forward (`measure_draft_after_target`); without that
+    table both are the same.
     """
     profile = load_profile(profile_path)
     gid = match_gpu_id(profile.device.name, profile.device.kind)
@@ -449,48 +513,55 @@ def predict(points: pd.DataFrame, profile_path: Path, settings: ValidationSettin
     k = points["k"].to_numpy(float)
     pos = points[[f"p{i}" for i in range(1, K_MAX + 1)]].to_numpy(float)
     tau = acceptance.tau_from_positions(pos, k.astype(int))
-    out = points.copy()
-    # Medians add up (a step of K draft forwards and one verification costs about the sum
-    # of their medians); low quantiles do not: the 10th percentile of a sum of jittery
-    # parts is above the sum of their 10th percentiles. The p10 pair is kept for reference.
-    for suffix, col in (("", "median_ms"), ("_p10", "p10_ms")):
-        cal = _calibration(profile, col)
+    cal = Calibration.from_profiles([profile])
 
-        def step_ms(model_id: str, q, cal=cal) -> np.ndarray:
-            ms, _how = cal.measured_ms(
-                np.full(n, gid, dtype=object),
-                np.full(n, model_id, dtype=object),
-                np.full(n, dtype, dtype=object),
-                np.ones(n),
-                b,
-                np.broadcast_to(np.asarray(q, dtype=float), (n,)),
-                np.full(n, float(settings.profile_context)),
-            )
-            if np.isnan(ms).any():
-                raise ValueError(f"{profile_path}: the profile does not cover {model_id}")
-            return ms
-
-        t_target = step_ms(TARGET_ID, 1.0)
-        t_verify = step_ms(TARGET_ID, k + 1.0)
-        t_draft = step_ms(DRAFT_ID, 1.0)
-        spec_step = k * t_draft + t_verify + settings.verify_overhead_ms
-        out[f"target_step_ms{suffix}"] = t_target
-        out[f"verify_step_ms{suffix}"] = t_verify
-        out[f"draft_step_ms{suffix}"] = t_draft
-        out[f"predicted_spec_step_ms{suffix}"] = spec_step
-        out[f"predicted_speedup{suffix}"] = tau * t_target / spec_step
-        out[f"error{suffix}"] = (
-            out[f"predicted_speedup{suffix}"] / out[f"measured_speedup{suffix}"] - 1
+    def step_ms(model_id: str, q) -> np.ndarray:
+        ms, _how = cal.measured_ms(
+            np.full(n, gid, dtype=object),
+            np.full(n, model_id, dtype=object),
+            np.full(n, dtype, dtype=object),
+            np.ones(n),
+            b,
+            np.broadcast_to(np.asarray(q, dtype=float), (n,)),
+            np.full(n, float(settings.profile_context)),
         )
-    out["verify_overhead_ms"] = settings.verify_overhead_ms
+        if np.isnan(ms).any():
+            raise ValueError(f"{profile_path}: the profile does not cover {model_id}")
+        return ms
+
+    out = points.copy()
+    t_target = step_ms(TARGET_ID, 1.0)
+    t_verify = step_ms(TARGET_ID, k + 1.0)
+    t_draft = step_ms(DRAFT_ID, 1.0)
+    draft_isolated = k * t_draft
+    draft_in_loop = draft_isolated
+    if draft_after_target is not None:
+        table = draft_after_target.pivot(index="batch", columns="position", values="median_ms")
+        chain = table.reindex(columns=range(1, K_MAX + 1)).to_numpy().cumsum(axis=1)
+        rows = table.index.get_indexer(points["batch"])
+        if (rows < 0).any():
+            raise ValueError("the draft-after-target table does not cover every batch size")
+        draft_in_loop = chain[rows, k.astype(int) - 1]
+    overhead = settings.verify_overhead_ms
+    out["target_step_ms"] = t_target
+    out["verify_step_ms"] = t_verify
+    out["draft_step_ms"] = t_draft
+    out["draft_time_isolated_ms"] = draft_isolated
+    out["draft_time_after_target_ms"] = draft_in_loop
+    out["verify_overhead_ms"] = overhead
+    out["predicted_spec_step_ms_isolated_draft"] = draft_isolated + t_verify + overhead
+    out["predicted_spec_step_ms"] = draft_in_loop + t_verify + overhead
+    for suffix in ("", "_isolated_draft"):
+        out[f"predicted_speedup{suffix}"] = tau * t_target / out[f"predicted_spec_step_ms{suffix}"]
+        out[f"error{suffix}"] = out[f"predicted_speedup{suffix}"] / out["measured_speedup"] - 1
     out["abs_error"] = out["error"].abs()
     # The i.i.d. view of the same point: the alpha that reproduces its tau, and the
     # prediction an i.i.d. alpha taken from position 1 alone would have made.
     out["alpha_iid_fit"] = acceptance.alpha_from_tau(out["tau_measured"].to_numpy(), k)
     tau_p1 = acceptance.tau_iid(out["p1"].to_numpy(), k)
     out["tau_iid_from_p1"] = tau_p1
-    out["predicted_speedup_iid_p1"] = tau_p1 * out["target_step_ms"] / out["predicted_spec_step_ms"]
-    # Where the time went: measured step times against the profile's forward passes.
+    out["predicted_speedup_iid_p1"] = tau_p1 * t_target / out["predicted_spec_step_ms"]
+    # Where the time went: measured step times against the predicted ones.
     out["ar_step_excess_ms"] = out["ar_step_ms"] - out["target_step_ms"]
     out["spec_step_excess_ms"] = out["spec_step_ms"] - out["predicted_spec_step_ms"]
     return out
@@ -559,7 +630,9 @@ def summarise(pred: pd.DataFrame, settings: ValidationSettings, extra: dict) -> 
         "median_abs_error_by_mode": by_mode,
         "median_abs_error_by_batch": pred.groupby("batch")["abs_error"].median().round(4).to_dict(),
         "median_error_signed": round(float(pred["error"].median()), 4),
-        "median_abs_error_p10": round(float(pred["error_p10"].abs().median()), 4),
+        "median_abs_error_isolated_draft": round(
+            float(pred["error_isolated_draft"].abs().median()), 4
+        ),
         "greedy_identical_to_target": bool(
             pred.loc[pred["mode"] == "greedy", "identical_to_target"].astype(bool).all()
         ),
@@ -594,11 +667,14 @@ def validate(
     passes: list[Path] = []
     pass_dir = out_dir / f".{device_label}_profile_passes"
 
+    dat_frames: list[pd.DataFrame] = []
+
     def profile_pass(index: int) -> None:
         pass_dir.mkdir(exist_ok=True)
         gate.wait()
         passes.append(run_profile(pass_dir / f"pass{index}.json", settings))
         torch.set_num_threads(settings.threads)
+        dat_frames.append(measure_draft_after_target(target, draft, settings))
 
     points = measure(
         target,
@@ -611,13 +687,22 @@ def validate(
     )
     load_end = os.getloadavg()
     if profile is None:
-        profile = combine_profiles(passes, out_dir / f"{device_label}_profile.json")
+        final = out_dir / f"{device_label}_profile.json"
+        command = "python -m profiler " + " ".join(profiler_argv(_shown(final), settings))
+        profile = combine_profiles(passes, final, command)
         for p in pass_dir.iterdir():
             p.unlink()
         pass_dir.rmdir()
         log(f"profiled {TARGET_ID} and {DRAFT_ID} in {len(passes)} passes -> {profile}")
-    pred = predict(points, profile, settings)
     stem = out_dir / device_label
+    dat = None
+    if dat_frames:
+        dat = combine_draft_after_target(dat_frames)
+        dat.to_csv(f"{stem}_draft_after_target.csv", index=False, float_format="%.6g")
+    elif Path(f"{stem}_draft_after_target.csv").is_file():
+        dat = pd.read_csv(f"{stem}_draft_after_target.csv")
+    pred = predict(points, profile, settings, dat)
+    prof = load_profile(profile)
     pred.to_csv(f"{stem}_validation.csv", index=False, float_format="%.6g")
     acceptance_long(pred).to_csv(f"{stem}_acceptance.csv", index=False, float_format="%.6g")
     tau_table = tau_vs_iid(pred)
@@ -626,12 +711,12 @@ def validate(
         pred,
         settings,
         {
-            "command": "python -m profiler validate " + " ".join(sys.argv[2:]),
+            "command": " ".join(["python -m profiler validate", *sys.argv[2:]]),
             "profile": str(Path(profile).name),
             "profiler_command": "python -m profiler "
-            + " ".join(profiler_argv(Path(f"{stem}_profile.json"), settings)),
-            "models_dir": str(models_dir),
-            "device": platform.processor() or platform.machine(),
+            + " ".join(profiler_argv(_shown(Path(f"{stem}_profile.json")), settings)),
+            "models_dir": str(_shown(models_dir)),
+            "device": f"{prof.device.name} ({prof.device.kind}, {settings.threads} thread(s))",
             "torch": torch.__version__,
             "total_seconds": round(time.perf_counter() - started, 1),
             "load_average_start": [round(x, 2) for x in load_start],
@@ -650,6 +735,15 @@ def validate(
         f"wrote {stem}_*.csv"
     )
     return summary
+
+
+def _shown(path: Path) -> Path:
+    """A path relative to the repository when it lies inside it (for files we commit)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        return Path(path).resolve().relative_to(root)
+    except ValueError:
+        return Path(path)
 
 
 def _floats(text: str) -> tuple[float, ...]:
