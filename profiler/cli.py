@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from profiler import device as devinfo
+from profiler.inloop import profile_draft_in_loop
 from profiler.progress import Bar
 from profiler.runner import (
     TORCH_DTYPES,
@@ -112,7 +113,11 @@ def make_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="profile models and write a profile file")
     run.set_defaults(parser=run)
     _add_grid_flags(run)
-    run.add_argument("--draft", help="a second model id to profile with the target")
+    run.add_argument(
+        "--draft",
+        help="a second model id to profile with the target; also times it inside the "
+        "speculative loop, right after a verify forward (the profile's draft_in_loop)",
+    )
     run.add_argument(
         "--out",
         type=Path,
@@ -221,7 +226,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     name = args.target + (f"+{args.draft}" if args.draft else "")
     out = args.out or Path("profiles") / devinfo.device_slug(info) / f"{name}.json"
     bar = Bar(enabled=not args.quiet)
-    bar.start(len(grid) * len(specs))
+    loop_points = len(grid.batches) * len(grid.contexts) if args.draft else 0
+    bar.start(len(grid) * len(specs) + loop_points)
     for spec, depths in zip(specs, plans, strict=True):
         if max(depths) < spec.num_layers:
             print(
@@ -231,12 +237,20 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             )
     t0 = time.monotonic()
     runs: list[ModelRun] = []
+    loop_rows: list[dict] = []
     interrupted = False
     try:
         for spec, depths in zip(specs, plans, strict=True):
             run = ModelRun(spec, {})
             runs.append(run)
             profile_model(spec, grid, opts, progress=bar, depths=depths, run=run)
+        if args.draft:
+            loop_rows, note = profile_draft_in_loop(
+                specs[0], specs[1], grid, opts, target_depth=max(plans[0]), progress=bar
+            )
+            if note:
+                entry = runs[1].entry
+                entry["notes"] = "; ".join(n for n in (entry["notes"], note) if n)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -247,7 +261,12 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         nvml["per_model"] = {r.spec.id: r.device_memory() for r in runs}
         info = replace(info, nvml=nvml)
     profile = build_profile(
-        runs, info, opts, _command_line(argv), cuda_graphs_used=opts.cuda_graphs
+        runs,
+        info,
+        opts,
+        _command_line(argv),
+        cuda_graphs_used=opts.cuda_graphs,
+        draft_in_loop=loop_rows,
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(profile_to_json(profile), encoding="utf-8")
@@ -264,6 +283,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                 file=sys.stderr,
             )
     done = f"{len(df)} of {len(grid) * len(specs)} points"
+    if args.draft:
+        done += f", {len(loop_rows)} draft-in-loop rows"
     verb = "interrupted: wrote" if interrupted else "wrote"
     print(
         f"profiler: {verb} {out} and {csv_path} ({done}, {n_oom} out of memory) "

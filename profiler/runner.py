@@ -215,7 +215,7 @@ def run_point(
 
         fn: Callable[[], object] = step
         if graphs:
-            graph = _capture(step, device)
+            graph = capture_graph(step, device)
             fn = graph.replay
         samples = measure(
             fn, device, warmup=opts.warmup, repeats=opts.repeats, min_time_s=opts.min_time_s
@@ -244,7 +244,7 @@ def run_point(
         free_memory(device)
 
 
-def _capture(step: Callable[[], torch.Tensor], device: torch.device) -> torch.cuda.CUDAGraph:
+def capture_graph(step: Callable[[], torch.Tensor], device: torch.device) -> torch.cuda.CUDAGraph:
     """Capture one call of `step` in a CUDA graph (static shapes, static cache tensors)."""
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
@@ -460,6 +460,7 @@ def build_profile(
     command: str,
     *,
     cuda_graphs_used: bool,
+    draft_in_loop: Sequence[dict] = (),
 ) -> Profile:
     """Validate and wrap the measured rows as a `Profile` (raises InputError if malformed)."""
     data = {
@@ -486,4 +487,6 @@ def build_profile(
         "models": [r.entry for r in runs],
         "measurements": [row for r in runs for row in r.rows],
     }
+    if draft_in_loop:
+        data["draft_in_loop"] = list(draft_in_loop)
     return profile_from_dict(data, "profile")

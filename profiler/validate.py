@@ -5,13 +5,14 @@ generates from held-out prompts of the standard library (code and prose separate
 autoregressively and speculatively for K = 1..8 and several batch sizes, greedy and
 sampled, and measures per-position acceptance, mean accepted tokens and decode tokens/s.
 It profiles the same two architectures with the profiler's own run (`python -m profiler
-run`), asks the simulator's calibration for the step times at every point, predicts the
-speedup from the acceptance measured at that point, and writes predicted against measured.
+run --draft`), asks the simulator (`simulator.predict`, calibrated by that profile) for
+the speedup at every point with the acceptance measured there, and writes predicted
+against measured.
 
-The prediction prices the draft as speculation runs it: next to every profiler pass it
-times the draft's forwards right after a target forward (`measure_draft_after_target`),
-which on a CPU cost up to twice the draft's isolated profile time; the simulator's own
-K * t_D(B, 1) pricing is kept alongside (`predicted_speedup_isolated_draft`).
+The profile includes the draft timed inside the speculative loop (its `draft_in_loop`
+table, `profiler.inloop`), which on a CPU costs up to twice the draft's isolated step; the
+simulator prices a draft model with it. The prediction without that table, K isolated
+draft steps, is kept alongside (`predicted_speedup_isolated_draft`).
 
 How the measurement copes with a shared machine (all of it is in the output):
 
@@ -29,8 +30,8 @@ Outputs under `data/validation/` (`--out-dir`); the validation runs on the CPU, 
 - `<device>_validation.csv`: one row per (mode, workload, batch, K);
 - `<device>_acceptance.csv`: per-position acceptance, one row per position;
 - `<device>_tau_iid.csv`: measured mean accepted tokens against the i.i.d. tau per K;
-- `<device>_profile.json` / `.csv`: the profile the prediction used;
-- `<device>_draft_after_target.csv`: the draft's forward times after a target forward;
+- `<device>_profile.json` / `.csv`: the profile the prediction used (with the draft's
+  in-loop times);
 - `<device>_summary.json`: settings, machine load, median and worst errors.
 
 Units: ms, tokens/s (aggregate over the batch), relative errors as fractions
@@ -52,7 +53,6 @@ import pandas as pd
 import torch
 
 from profiler.corpus import load_corpus, sample_prompts
-from profiler.model import KVCache
 from profiler.specdec import (
     GREEDY,
     AutoregressiveDecoder,
@@ -63,7 +63,14 @@ from profiler.train_pair import DRAFT_ID, MODELS_DIR, TARGET_ID, load_pair
 from simulator import acceptance
 from simulator.calibration import Calibration, match_gpu_id
 from simulator.defaults import DEFAULTS
-from simulator.profile import load_profile, profile_to_csv, profile_to_json
+from simulator.predict import predict as simulate
+from simulator.profile import (
+    LOOP_COLUMNS,
+    Profile,
+    load_profile,
+    profile_to_csv,
+    profile_to_json,
+)
 
 VALIDATION_DIR = Path(__file__).resolve().parent.parent / "data" / "validation"
 WORKLOADS = ("code", "prose")
@@ -105,10 +112,9 @@ class ValidationSettings:
     # the measurement (see `QuietGate`).
     quiet_other_cores: float = 0.5
     quiet_wait_s: float = 30.0
-    verify_overhead_ms: float = 0.0
-    """Fixed cost per speculative step the prediction adds (the simulator's
-    `verify_overhead_ms`). The default is the simulator's own `DEFAULTS` value, passed in
-    by `main`; 0 here keeps library calls explicit."""
+    verify_overhead_ms: float | None = None
+    """Fixed cost per speculative step in ms for the prediction; None is the simulator's
+    own `DEFAULTS.verify_overhead_ms`."""
 
     @classmethod
     def quick(cls) -> ValidationSettings:
@@ -411,15 +417,27 @@ def combine_profiles(paths: list[Path], out: Path, command: str) -> Path:
         status=("status", "first"),
         extrapolated=("extrapolated", "any"),
     )
+    loops = pd.concat([p.draft_in_loop for p in profiles], ignore_index=True)
+    loop = loops.groupby(
+        ["draft", "target", "batch", "context_len", "position", "query_len"],
+        sort=False,
+        as_index=False,
+    ).agg(
+        median_ms=("median_ms", "median"),
+        p10_ms=("p10_ms", "median"),
+        p90_ms=("p90_ms", "median"),
+        repeats=("repeats", "sum"),
+    )
     # Medians of each column separately can cross; keep p10 <= median <= p90 per row.
-    combined["p10_ms"] = combined[["p10_ms", "median_ms"]].min(axis=1)
-    combined["p90_ms"] = combined[["p90_ms", "median_ms"]].max(axis=1)
-    first = profiles[0]
+    for table in (combined, loop):
+        table["p10_ms"] = table[["p10_ms", "median_ms"]].min(axis=1)
+        table["p90_ms"] = table[["p90_ms", "median_ms"]].max(axis=1)
     merged = replace(
-        first,
+        profiles[0],
         command=f"{command}  [x{len(paths)} passes spread over the validation rounds; "
         "per point the median over passes of each statistic]",
         measurements=combined,
+        draft_in_loop=loop[list(LOOP_COLUMNS)],
     )
     out.write_text(profile_to_json(merged), encoding="utf-8")
     out.with_suffix(".csv").write_text(profile_to_csv(merged), encoding="utf-8")
@@ -427,132 +445,74 @@ def combine_profiles(paths: list[Path], out: Path, command: str) -> Path:
     return out
 
 
-@torch.inference_mode()
-def measure_draft_after_target(
-    target, draft, settings: ValidationSettings, *, warmup: int = 5, repeats: int = 30
-) -> pd.DataFrame:
-    """The draft's forward times as speculation runs them: right after a target forward.
-
-    For every batch size: one target forward (q = 5), then `K_MAX` draft forwards (the
-    first of two tokens, as `SpeculativeDecoder` feeds it, the rest of one), each timed.
-    The profile times every model on its own, back to back; here the draft starts where
-    the target left the core's caches. Rows: batch, position (1-based), query_len and
-    the median, p10 and p90 over `repeats` in ms.
-    """
-    rows = []
-    context = settings.profile_context - K_MAX - 2
-    for batch in settings.batches:
-        t_cache = KVCache(target.cfg, batch, settings.max_len)
-        d_cache = KVCache(draft.cfg, batch, settings.max_len)
-        xt = torch.zeros((batch, 5), dtype=torch.long)
-        x2 = torch.zeros((batch, 2), dtype=torch.long)
-        x1 = torch.zeros((batch, 1), dtype=torch.long)
-        times = np.zeros((repeats, K_MAX))
-        for r in range(warmup + repeats):
-            t_cache.lengths.fill_(context)
-            d_cache.lengths.fill_(context)
-            target(xt, t_cache)
-            for i in range(K_MAX):
-                t0 = time.perf_counter()
-                draft(x2 if i == 0 else x1, d_cache)
-                if r >= warmup:
-                    times[r - warmup, i] = time.perf_counter() - t0
-        for i in range(K_MAX):
-            p10, med, p90 = np.percentile(times[:, i] * 1e3, [10, 50, 90])
-            rows.append(
-                {
-                    "batch": batch,
-                    "position": i + 1,
-                    "query_len": 2 if i == 0 else 1,
-                    "median_ms": med,
-                    "p10_ms": p10,
-                    "p90_ms": p90,
-                    "repeats": repeats,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def combine_draft_after_target(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Median over passes per (batch, position); repeats summed."""
-    df = pd.concat(frames, ignore_index=True)
-    return df.groupby(["batch", "position", "query_len"], as_index=False).agg(
-        median_ms=("median_ms", "median"),
-        p10_ms=("p10_ms", "median"),
-        p90_ms=("p90_ms", "median"),
-        repeats=("repeats", "sum"),
-        passes=("repeats", "size"),
+def scenarios(points: pd.DataFrame, profile: Profile, context: int) -> pd.DataFrame:
+    """The simulator's scenario rows (`simulator.scenarios`) for the measured points: the
+    profiled device and dtype, a draft model at each point's K and batch, its measured
+    per-position acceptance, and prompt/output lengths whose mean context (prompt +
+    output / 2) is `context`, the cache span every validation step attends over."""
+    output = 2 * min(context // 4, 64)
+    k = points["k"].to_numpy(int)
+    positions = points[[f"p{i}" for i in range(1, K_MAX + 1)]].to_numpy(float)
+    return pd.DataFrame(
+        {
+            "target": TARGET_ID,
+            "method": "draft_model",
+            "draft": DRAFT_ID,
+            "gpu": match_gpu_id(profile.device.name, profile.device.kind),
+            "num_gpus": 1,
+            "weight_dtype": profile.settings.dtype,
+            "kv_dtype": profile.settings.dtype,
+            "k": k,
+            "acceptance_per_position": [
+                ";".join(f"{x:.6f}" for x in row[:n]) for row, n in zip(positions, k, strict=True)
+            ],
+            "batch_size": points["batch"].to_numpy(int),
+            "prompt_len": context - output // 2,
+            "output_len": output,
+        }
     )
 
 
-def predict(
-    points: pd.DataFrame,
-    profile_path: Path,
-    settings: ValidationSettings,
-    draft_after_target: pd.DataFrame | None = None,
-) -> pd.DataFrame:
-    """Add the simulator's step times and predicted speedup to every measured point.
-
-    The simulator's formula, with the profile's median step times looked up by the
-    simulator's calibration (`simulator.calibration`) and tau = 1 + sum_i p_i from this
-    point's measured per-position acceptance:
+def predict(points: pd.DataFrame, profile_path: Path, settings: ValidationSettings) -> pd.DataFrame:
+    """The simulator's prediction (`simulator.predict.predict`, calibrated by the profile)
+    next to every measured point, with the point's measured per-position acceptance:
 
         speedup = tau * t_T(B, 1, L) / (draft time + t_T(B, K+1, L) + verify overhead)
 
-    `predicted_speedup_isolated_draft` prices the draft as the simulator does today,
-    K * t_D(B, 1, L) from the draft profiled on its own. `predicted_speedup` (the corrected
-    model) prices it as speculation runs it, the sum over positions i <= K of the draft's
-    forward time after a target forward (`measure_draft_after_target`); without that
-    table both are the same.
+    The draft time is what the simulator prices: the profile's in-loop draft times summed
+    over positions 1..K where the profile has them (`profiler run --draft` records them),
+    K isolated draft steps otherwise. `predicted_speedup_isolated_draft` is the simulator
+    with the in-loop table withheld, the pricing it used before the profile had one.
     """
     profile = load_profile(profile_path)
-    gid = match_gpu_id(profile.device.name, profile.device.kind)
-    dtype = profile.settings.dtype
-    n = len(points)
-    b = points["batch"].to_numpy(float)
-    k = points["k"].to_numpy(float)
-    pos = points[[f"p{i}" for i in range(1, K_MAX + 1)]].to_numpy(float)
-    tau = acceptance.tau_from_positions(pos, k.astype(int))
     cal = Calibration.from_profiles([profile])
-
-    def step_ms(model_id: str, q) -> np.ndarray:
-        ms, _how = cal.measured_ms(
-            np.full(n, gid, dtype=object),
-            np.full(n, model_id, dtype=object),
-            np.full(n, dtype, dtype=object),
-            np.ones(n),
-            b,
-            np.broadcast_to(np.asarray(q, dtype=float), (n,)),
-            np.full(n, float(settings.profile_context)),
+    defaults = DEFAULTS
+    if settings.verify_overhead_ms is not None:
+        defaults = DEFAULTS.replace(verify_overhead_ms=settings.verify_overhead_ms)
+    sc = scenarios(points, profile, settings.profile_context)
+    sim = simulate(sc, defaults=defaults, calibration=cal, source=str(profile_path))
+    iso = simulate(sc, defaults=defaults, calibration=replace(cal, loops={}), source="")
+    if not sim["latency_source"].astype(str).str.contains("draft:in-loop").all():
+        log_missing = sorted(set(sim["latency_source"].astype(str)))
+        raise ValueError(
+            f"{profile_path}: the profile does not time the draft in the loop at every point "
+            f"(sources: {', '.join(log_missing)}); profile with `profiler run --draft`"
         )
-        if np.isnan(ms).any():
-            raise ValueError(f"{profile_path}: the profile does not cover {model_id}")
-        return ms
-
+    k = points["k"].to_numpy(float)
     out = points.copy()
-    t_target = step_ms(TARGET_ID, 1.0)
-    t_verify = step_ms(TARGET_ID, k + 1.0)
-    t_draft = step_ms(DRAFT_ID, 1.0)
-    draft_isolated = k * t_draft
-    draft_in_loop = draft_isolated
-    if draft_after_target is not None:
-        table = draft_after_target.pivot(index="batch", columns="position", values="median_ms")
-        chain = table.reindex(columns=range(1, K_MAX + 1)).to_numpy().cumsum(axis=1)
-        rows = table.index.get_indexer(points["batch"])
-        if (rows < 0).any():
-            raise ValueError("the draft-after-target table does not cover every batch size")
-        draft_in_loop = chain[rows, k.astype(int) - 1]
-    overhead = settings.verify_overhead_ms
-    out["target_step_ms"] = t_target
-    out["verify_step_ms"] = t_verify
-    out["draft_step_ms"] = t_draft
-    out["draft_time_isolated_ms"] = draft_isolated
-    out["draft_time_after_target_ms"] = draft_in_loop
-    out["verify_overhead_ms"] = overhead
-    out["predicted_spec_step_ms_isolated_draft"] = draft_isolated + t_verify + overhead
-    out["predicted_spec_step_ms"] = draft_in_loop + t_verify + overhead
+    out["target_step_ms"] = sim["target_step_ms"].to_numpy()
+    out["verify_step_ms"] = sim["verify_step_ms"].to_numpy()
+    out["draft_step_ms"] = iso["draft_step_ms"].to_numpy() / k
+    out["draft_time_isolated_ms"] = iso["draft_step_ms"].to_numpy()
+    out["draft_time_in_loop_ms"] = sim["draft_step_ms"].to_numpy()
+    out["verify_overhead_ms"] = defaults.verify_overhead_ms
+    out["latency_source"] = sim["latency_source"].astype(str).to_numpy()
+    out["tau_predicted"] = sim["tau"].to_numpy()
+    out["predicted_spec_step_ms"] = sim["spec_step_ms"].to_numpy()
+    out["predicted_spec_step_ms_isolated_draft"] = iso["spec_step_ms"].to_numpy()
+    out["predicted_speedup"] = sim["speedup"].to_numpy()
+    out["predicted_speedup_isolated_draft"] = iso["speedup"].to_numpy()
     for suffix in ("", "_isolated_draft"):
-        out[f"predicted_speedup{suffix}"] = tau * t_target / out[f"predicted_spec_step_ms{suffix}"]
         out[f"error{suffix}"] = out[f"predicted_speedup{suffix}"] / out["measured_speedup"] - 1
     out["abs_error"] = out["error"].abs()
     # The i.i.d. view of the same point: the alpha that reproduces its tau, and the
@@ -560,7 +520,7 @@ def predict(
     out["alpha_iid_fit"] = acceptance.alpha_from_tau(out["tau_measured"].to_numpy(), k)
     tau_p1 = acceptance.tau_iid(out["p1"].to_numpy(), k)
     out["tau_iid_from_p1"] = tau_p1
-    out["predicted_speedup_iid_p1"] = tau_p1 * t_target / out["predicted_spec_step_ms"]
+    out["predicted_speedup_iid_p1"] = tau_p1 * out["target_step_ms"] / out["predicted_spec_step_ms"]
     # Where the time went: measured step times against the predicted ones.
     out["ar_step_excess_ms"] = out["ar_step_ms"] - out["target_step_ms"]
     out["spec_step_excess_ms"] = out["spec_step_ms"] - out["predicted_spec_step_ms"]
@@ -667,14 +627,11 @@ def validate(
     passes: list[Path] = []
     pass_dir = out_dir / f".{device_label}_profile_passes"
 
-    dat_frames: list[pd.DataFrame] = []
-
     def profile_pass(index: int) -> None:
         pass_dir.mkdir(exist_ok=True)
         gate.wait()
         passes.append(run_profile(pass_dir / f"pass{index}.json", settings))
         torch.set_num_threads(settings.threads)
-        dat_frames.append(measure_draft_after_target(target, draft, settings))
 
     points = measure(
         target,
@@ -695,13 +652,7 @@ def validate(
         pass_dir.rmdir()
         log(f"profiled {TARGET_ID} and {DRAFT_ID} in {len(passes)} passes -> {profile}")
     stem = out_dir / device_label
-    dat = None
-    if dat_frames:
-        dat = combine_draft_after_target(dat_frames)
-        dat.to_csv(f"{stem}_draft_after_target.csv", index=False, float_format="%.6g")
-    elif Path(f"{stem}_draft_after_target.csv").is_file():
-        dat = pd.read_csv(f"{stem}_draft_after_target.csv")
-    pred = predict(points, profile, settings, dat)
+    pred = predict(points, profile, settings)
     prof = load_profile(profile)
     pred.to_csv(f"{stem}_validation.csv", index=False, float_format="%.6g")
     acceptance_long(pred).to_csv(f"{stem}_acceptance.csv", index=False, float_format="%.6g")
@@ -772,14 +723,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verify-overhead-ms",
         type=float,
-        default=DEFAULTS.verify_overhead_ms,
-        help="fixed cost per speculative step in the prediction (default: the simulator's)",
+        help="fixed cost per speculative step in the prediction, ms (default: the "
+        f"simulator's, {DEFAULTS.verify_overhead_ms})",
     )
 
 
 def run_from_args(args: argparse.Namespace) -> int:
     settings = ValidationSettings.quick() if args.quick else ValidationSettings()
     changes = {"verify_overhead_ms": args.verify_overhead_ms}
+    if args.verify_overhead_ms is not None and not args.verify_overhead_ms >= 0:
+        raise SystemExit(f"--verify-overhead-ms: {args.verify_overhead_ms} must be >= 0")
     if args.batch:
         changes["batches"] = _ints(args.batch)
     if args.k:

@@ -5,6 +5,10 @@ Fit, per device: effective bandwidth (GB/s), effective compute (TFLOP/s) and a f
 overhead of o0 + o1 * layers ms per forward, minimising squared relative error over
 every directly measured point. Lookup: trilinear interpolation in (batch, query_len,
 context_len) inside the measured grid, exact at measured points; outside it, the fit.
+
+A draft model's cost per round: where a profile timed the draft inside the speculative loop
+(its `draft_in_loop` table, for this target and draft), the sum over positions 1..K of
+those times, bilinear in (batch, context_len) inside the table; elsewhere K isolated steps.
 """
 
 from __future__ import annotations
@@ -80,6 +84,13 @@ class _Grid:
     query: np.ndarray
     context: np.ndarray
     ms: np.ndarray  # (nb, nq, nL), NaN where not measured
+
+
+@dataclass(frozen=True)
+class _LoopGrid:
+    batch: np.ndarray
+    context: np.ndarray
+    ms: np.ndarray  # (nb, nL, positions), NaN where not measured
 
 
 def _spec_for(pm, models: dict[str, ModelSpec], dtype: str) -> ModelSpec:
@@ -158,6 +169,8 @@ class Calibration:
     """Devices that are not in the catalog (a CPU, an unknown GPU), as GPU specs."""
     grids: dict[tuple[str, str, str], _Grid] = field(default_factory=dict)
     """(gpu id, model id, weight dtype) -> measured grid."""
+    loops: dict[tuple[str, str, str, str], _LoopGrid] = field(default_factory=dict)
+    """(gpu id, target id, draft id, weight dtype) -> the draft's in-loop forward times."""
 
     @classmethod
     def from_profiles(
@@ -176,6 +189,9 @@ class Calibration:
             gid = gpu_id or match_gpu_id(p.device.name, p.device.kind)
             for pm in p.models:
                 by_device.setdefault(gid, []).append((p, pm))
+        for p in profiles:
+            gid = gpu_id or match_gpu_id(p.device.name, p.device.kind)
+            cal._add_loops(gid, p.settings.dtype, p.draft_in_loop)
         for gid, entries in by_device.items():
             t_all, b_all, f_all, l_all = [], [], [], []
             for p, pm in entries:
@@ -244,6 +260,19 @@ class Calibration:
             np.searchsorted(c, rows["context_len"].to_numpy(float)),
         ] = rows["median_ms"]
         self.grids[(gid, model_id, dtype)] = _Grid(b, q, c, ms)
+
+    def _add_loops(self, gid: str, dtype: str, rows) -> None:
+        for (tid, did), g in rows.groupby(["target", "draft"], sort=False):
+            b = np.unique(g["batch"].to_numpy(float))
+            c = np.unique(g["context_len"].to_numpy(float))
+            pos = g["position"].to_numpy(int)
+            ms = np.full((b.size, c.size, int(pos.max())), np.nan)
+            ms[
+                np.searchsorted(b, g["batch"].to_numpy(float)),
+                np.searchsorted(c, g["context_len"].to_numpy(float)),
+                pos - 1,
+            ] = g["median_ms"]
+            self.loops[(gid, str(tid), str(did), dtype)] = _LoopGrid(b, c, ms)
 
     # ---------------------------------------------------------------- used by `predict`
     def _fit_rows(self, gpu_ids, model_ids):
@@ -317,6 +346,43 @@ class Calibration:
             out[rows] = val
             how[rows] = np.where(np.isnan(val), "", np.where(exact, "measured", "interpolated"))
         return out, how
+
+    def draft_round_ms(
+        self, gpu_ids, target_ids, draft_ids, weight_dtype, num_gpus, batch, k, context_len
+    ) -> np.ndarray:
+        """A draft model's time per round in ms, sum over positions 1..K of its in-loop
+        forward time, where a profile's `draft_in_loop` covers the row; beyond the last
+        timed position that position's time repeats. NaN elsewhere and where K < 1."""
+        n = len(gpu_ids)
+        out = np.full(n, np.nan)
+        b = np.broadcast_to(np.asarray(batch, dtype=float), (n,))
+        c = np.broadcast_to(np.asarray(context_len, dtype=float), (n,))
+        kk = np.broadcast_to(np.asarray(k, dtype=float), (n,))
+        for (gid, tid, did, dtype), grid in self.loops.items():
+            rows = np.flatnonzero(
+                (gpu_ids == gid)
+                & (target_ids == tid)
+                & (draft_ids == did)
+                & (weight_dtype == dtype)
+                & (num_gpus == 1)
+                & (kk >= 1)
+            )
+            if not rows.size:
+                continue
+            positions = grid.ms.shape[2]
+            chain = np.cumsum(grid.ms, axis=2)
+            k_rows = kk[rows].astype(int)
+            within = np.minimum(k_rows, positions) - 1
+            beyond = np.maximum(k_rows - positions, 0)
+            (b0, b1, wb), (c0, c1, wc) = _axis(grid.batch, b[rows]), _axis(grid.context, c[rows])
+            total = np.zeros(rows.size)
+            for ib, fb in ((b0, 1 - wb), (b1, wb)):
+                for ic, fc in ((c0, 1 - wc), (c1, wc)):
+                    f = fb * fc
+                    v = chain[ib, ic, within] + beyond * grid.ms[ib, ic, positions - 1]
+                    total = total + np.where(f == 0, 0.0, f * v)
+            out[rows] = total
+        return out
 
     @staticmethod
     def describe(*parts) -> np.ndarray:

@@ -89,12 +89,15 @@ def get_draft_step_ms(
     d_defaults: ModelDefaults = DEFAULTS,
     draft_model_step_ms=None,
     head_overhead_ms=None,
+    draft_model_round_ms=None,
 ):
     """Time in ms the draft spends per speculative step (all K proposals together).
 
     `draft_model_step_ms`, when given, replaces the roofline of one draft-model decode
     step (a measured profile supplies it); `head_overhead_ms` the fixed cost of one head
-    forward (default: the draft forward overhead).
+    forward (default: the draft forward overhead). `draft_model_round_ms`, where not NaN,
+    replaces a draft model's K steps by their measured in-loop total
+    (`Calibration.draft_round_ms`).
     """
     head_overhead = (
         d_defaults.draft_forward_overhead_ms
@@ -149,8 +152,13 @@ def get_draft_step_ms(
         )
         + head_overhead
     )
+    draft_model_round = k * one_step
+    if draft_model_round_ms is not None:
+        draft_model_round = np.where(
+            np.isnan(draft_model_round_ms), draft_model_round, draft_model_round_ms
+        )
     return np.select(
         [m["draft_model"], m["eagle"] | m["mtp"], m["medusa"]],
-        [k * one_step, k * head_step, medusa_step],
+        [draft_model_round, k * head_step, medusa_step],
         0.0,
     )

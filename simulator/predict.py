@@ -222,6 +222,7 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
         d, hw_d, batch, 1.0, context, wbytes, kvbytes, over_d, defaults
     )
     source_col = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=["roofline"])
+    d_round = None
     if calibration is not None:
         fitted = np.isin(gpu_ids, list(calibration.fits))
         tp_ids = hw.num_gpus
@@ -235,6 +236,10 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
         t_step, src_t = measured(target_ids, 1.0, t_step)
         v_step, src_v = measured(target_ids, verify, v_step)
         d_model_step, src_d = measured(draft_ids, 1.0, d_model_step)
+        d_round = calibration.draft_round_ms(
+            gpu_ids, target_ids, draft_ids, wdtype, tp_ids, batch, k, context
+        )
+        src_d = np.where(np.isnan(d_round), src_d, "in-loop")
         labels = calibration.describe(
             src_t, np.where(spec_on, src_v, ""), np.where(method["draft_model"], src_d, "")
         )
@@ -252,6 +257,7 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
         defaults,
         draft_model_step_ms=d_model_step,
         head_overhead_ms=over_head,
+        draft_model_round_ms=d_round,
     )
     spec_step = np.where(spec_on, d_step + v_step + defaults.verify_overhead_ms, t_step)
     speedup = tau * t_step / spec_step

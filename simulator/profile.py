@@ -12,14 +12,22 @@ JSON form::
      "device": {...DeviceInfo}, "settings": {...ProfileSettings},
      "models": [{...ProfiledModel}, ...],
      "measurements": [{"model", "batch", "query_len", "context_len", "median_ms", "p10_ms",
-                       "p90_ms", "repeats", "peak_bytes", "status", "extrapolated"}, ...]}
+                       "p90_ms", "repeats", "peak_bytes", "status", "extrapolated"}, ...],
+     "draft_in_loop": [{"draft", "target", "batch", "context_len", "position", "query_len",
+                        "median_ms", "p10_ms", "p90_ms", "repeats"}, ...]}
+
+`draft_in_loop` is optional (written by `profiler run --draft`): the draft's forward time at
+each position of a speculative round, timed right after a verify forward of the target, as
+speculation runs it. Position 1 feeds `query_len` 2 tokens (the draft re-reads the last
+accepted one), later positions 1. The simulator sums positions 1..K for a draft model's cost
+per round where this table covers the point (`simulator.calibration`).
 
 Latencies are milliseconds, memory is bytes. Rows with status `oom` have null latencies
 (NaN in the DataFrame) and 0 repeats.
 
 CSV form: the measurement rows as a plain CSV table, preceded by header lines of the form
-`# key: <JSON value>` for `schema`, `created`, `command`, `device`, `settings` and `models`
-(each value is one line of JSON). `pandas.read_csv(path, comment="#")` reads the table alone
+`# key: <JSON value>` for `schema`, `created`, `command`, `device`, `settings`, `models` and,
+when present, `draft_in_loop` (each value is one line of JSON). `pandas.read_csv(path, comment="#")` reads the table alone
 when the command has no `#` in it; `load_profile` reads both parts.
 """
 
@@ -60,6 +68,18 @@ MEASUREMENT_COLUMNS = (
     "extrapolated",
 )
 _LATENCIES = ("median_ms", "p10_ms", "p90_ms")
+LOOP_COLUMNS = (
+    "draft",
+    "target",
+    "batch",
+    "context_len",
+    "position",
+    "query_len",
+    "median_ms",
+    "p10_ms",
+    "p90_ms",
+    "repeats",
+)
 # Quantiles of the same samples are ordered exactly; this only absorbs rounding in the file.
 _ORDER_TOL = 1e-9
 
@@ -115,6 +135,8 @@ class Profile:
     settings: ProfileSettings
     models: tuple[ProfiledModel, ...]
     measurements: pd.DataFrame = field(repr=False)
+    draft_in_loop: pd.DataFrame = field(default_factory=lambda: _loop_frame([]), repr=False)
+    """Rows of LOOP_COLUMNS; empty when the profile did not time a draft inside the loop."""
 
     def model(self, model_id: str) -> ProfiledModel:
         for m in self.models:
@@ -308,6 +330,41 @@ def _measurement(c: _Checker, r: Any, i: int, models: set[str], row: int | None)
     return out
 
 
+def _loop_row(c: _Checker, r: Any, i: int, models: set[str]) -> dict:
+    p = f"draft_in_loop[{i}]"
+    r = c.obj(r, p, set(LOOP_COLUMNS), set())
+    out: dict[str, Any] = {}
+    for key in ("draft", "target"):
+        if r[key] not in models:
+            raise c.fail(f"{p}.{key}", f"{r[key]!r} is not one of the profile's models")
+        out[key] = r[key]
+    if out["draft"] == out["target"]:
+        raise c.fail(f"{p}.draft", "must differ from the target")
+    for key in ("batch", "position", "query_len", "repeats"):
+        out[key] = c.integer(r[key], f"{p}.{key}", minimum=1)
+    out["context_len"] = c.integer(r["context_len"], f"{p}.context_len")
+    for key in _LATENCIES:
+        out[key] = c.number(r[key], f"{p}.{key}")
+    lo, mid, hi = out["p10_ms"], out["median_ms"], out["p90_ms"]
+    if not lo - _ORDER_TOL * max(hi, 1.0) <= mid <= hi + _ORDER_TOL * max(hi, 1.0):
+        raise c.fail(f"{p}.median_ms", f"{mid} must lie between p10_ms {lo} and p90_ms {hi}")
+    return out
+
+
+def _loop_rows(c: _Checker, raw: Any, models: set[str]) -> list[dict]:
+    if not isinstance(raw, list):
+        raise c.fail("draft_in_loop", f"expected a list of rows, got {_kind(raw)}")
+    rows, seen = [], {}
+    for i, r in enumerate(raw):
+        row = _loop_row(c, r, i, models)
+        key = tuple(row[k] for k in ("draft", "target", "batch", "context_len", "position"))
+        if key in seen:
+            raise c.fail(f"draft_in_loop[{i}]", f"repeats the point of draft_in_loop[{seen[key]}]")
+        seen[key] = i
+        rows.append(row)
+    return rows
+
+
 def profile_from_dict(d: dict, name: str = "", *, csv_rows: list[int] | None = None) -> Profile:
     """Validate a parsed profile; `name` (a file name) goes into error messages.
 
@@ -321,7 +378,7 @@ def profile_from_dict(d: dict, name: str = "", *, csv_rows: list[int] | None = N
         raise c.fail("schema", f"is missing (expected '{SCHEMA}')")
     if d["schema"] != SCHEMA:
         raise c.fail("schema", f"{d['schema']!r} is not supported, expected '{SCHEMA}'")
-    c.obj(d, "", top, set())
+    c.obj(d, "", top, {"draft_in_loop"})
     created = c.string(d["created"], "created", nonempty=True)
     try:
         datetime.fromisoformat(created)
@@ -352,6 +409,7 @@ def profile_from_dict(d: dict, name: str = "", *, csv_rows: list[int] | None = N
             )
         seen[key] = i
         rows.append(row)
+    loop = _loop_rows(c, d.get("draft_in_loop", []), set(ids))
     return Profile(
         schema=SCHEMA,
         created=created,
@@ -360,6 +418,7 @@ def profile_from_dict(d: dict, name: str = "", *, csv_rows: list[int] | None = N
         settings=settings,
         models=models,
         measurements=_frame(rows),
+        draft_in_loop=_loop_frame(loop),
     )
 
 
@@ -379,6 +438,12 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
         "extrapolated": bool,
     }
     return df.astype(types)
+
+
+def _loop_frame(rows: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=list(LOOP_COLUMNS))
+    ints = ("batch", "context_len", "position", "query_len", "repeats")
+    return df.astype({**{k: "int64" for k in ints}, **{k: "float64" for k in _LATENCIES}})
 
 
 # ----------------------------------------------------------------------------------- loading
@@ -496,7 +561,7 @@ def _from_csv(text: str, name: str) -> Profile:
 
 
 def _header(p: Profile) -> dict[str, Any]:
-    return {
+    out = {
         "schema": p.schema,
         "created": p.created,
         "command": p.command,
@@ -504,6 +569,21 @@ def _header(p: Profile) -> dict[str, Any]:
         "settings": asdict(p.settings),
         "models": [asdict(m) for m in p.models],
     }
+    if len(p.draft_in_loop):
+        out["draft_in_loop"] = [
+            {
+                k: (
+                    round(float(v), 6)
+                    if k in _LATENCIES
+                    else v
+                    if k in ("draft", "target")
+                    else int(v)
+                )
+                for k, v in rec.items()
+            }
+            for rec in p.draft_in_loop[list(LOOP_COLUMNS)].to_dict("records")
+        ]
+    return out
 
 
 def _rows(p: Profile) -> list[dict[str, Any]]:
@@ -525,13 +605,20 @@ def _rows(p: Profile) -> list[dict[str, Any]]:
     return out
 
 
-def profile_to_json(p: Profile) -> str:
-    """The JSON form: header fields indented, one measurement row per line."""
-    head = json.dumps(_header(p), indent=2, allow_nan=False)
-    rows = _rows(p)
+def _json_rows(key: str, rows: list[dict]) -> str:
     body = ",\n".join("    " + json.dumps(r, allow_nan=False) for r in rows)
-    measurements = '  "measurements": [\n' + body + "\n  ]" if rows else '  "measurements": []'
-    return head[: head.rstrip().rfind("}")].rstrip() + ",\n" + measurements + "\n}\n"
+    return f'  "{key}": [\n' + body + "\n  ]" if rows else f'  "{key}": []'
+
+
+def profile_to_json(p: Profile) -> str:
+    """The JSON form: header fields indented, one measurement (and loop) row per line."""
+    header = _header(p)
+    tables = []
+    if "draft_in_loop" in header:
+        tables.append(_json_rows("draft_in_loop", header.pop("draft_in_loop")))
+    tables.append(_json_rows("measurements", _rows(p)))
+    head = json.dumps(header, indent=2, allow_nan=False)
+    return head[: head.rstrip().rfind("}")].rstrip() + ",\n" + ",\n".join(tables) + "\n}\n"
 
 
 def profile_to_csv(p: Profile) -> str:

@@ -10,6 +10,7 @@ import time
 import types
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -228,3 +229,54 @@ def test_cuda_profile_with_graphs(tmp_path):
     profile = load_profile(out)
     assert profile.device.kind == "cuda" and profile.settings.cuda_graphs
     assert (profile.measurements["status"] == "ok").all()
+
+
+def _run_pair(tmp_path, device_flag: str, extra=()):
+    out = tmp_path / "pair.json"
+    argv = ["run", "--target", "specplan-byte-target", "--draft", "specplan-byte-draft"]
+    argv += ["--device", device_flag, "--dtype", "fp32", "--batch", "1,2", "--k", "1,3"]
+    argv += ["--context", "16,48", "--out", str(out), *extra]
+    assert cli.main(argv) == 0
+    return load_profile(out), load_profile(out.with_suffix(".csv"))
+
+
+def test_draft_is_timed_inside_the_loop(tmp_path):
+    from simulator import predict
+    from simulator.calibration import Calibration, match_gpu_id
+
+    profile, from_csv = _run_pair(tmp_path, "cpu", QUICK)
+    loop = profile.draft_in_loop
+    # batches x contexts x positions 1..K_max (K_max = 3, the grid's largest K).
+    assert len(loop) == 2 * 2 * 3
+    assert set(loop["position"]) == {1, 2, 3}
+    assert (loop.loc[loop["position"] == 1, "query_len"] == 2).all()
+    assert (loop.loc[loop["position"] > 1, "query_len"] == 1).all()
+    assert (loop["target"] == "specplan-byte-target").all()
+    assert (loop["median_ms"] > 0).all() and (loop["repeats"] >= 3).all()
+    assert len(from_csv.draft_in_loop) == len(loop)
+    # The simulator prices a draft model at a covered point with the in-loop times.
+    cal = Calibration.from_profiles([profile])
+    row = dict(
+        target="specplan-byte-target",
+        method="draft_model",
+        draft="specplan-byte-draft",
+        gpu=match_gpu_id(profile.device.name, profile.device.kind),
+        weight_dtype="fp32",
+        kv_dtype="fp32",
+        k=3,
+        acceptance_rate=0.6,
+        batch_size=2,
+        prompt_len=40,
+        output_len=16,
+    )
+    r = predict(pd.DataFrame([row]), calibration=cal).iloc[0]
+    assert r["latency_source"].endswith("draft:in-loop")
+    at = loop[(loop["batch"] == 2) & (loop["context_len"] == 48)]
+    assert r["draft_step_ms"] == pytest.approx(at["median_ms"].sum(), rel=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_draft_in_loop_with_graphs(tmp_path):
+    profile, _ = _run_pair(tmp_path, "cuda", ["--repeats", "5", "--quiet"])
+    assert profile.settings.cuda_graphs
+    assert len(profile.draft_in_loop) == 12 and (profile.draft_in_loop["median_ms"] > 0).all()

@@ -2,6 +2,7 @@
 roofline beyond them, and rows on other devices untouched."""
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -207,3 +208,61 @@ def test_cpu_reference_profile_reproduced_at_measured_points():
         m[(m["query_len"] == 1) & (m["context_len"] == 128) & m["batch"].isin([2, 4])]["median_ms"]
     )
     assert lo <= between["target_step_ms"] <= hi
+
+
+def _with_loop(profile, times_by_batch, *, target="llama-3.2-1b", draft="tiny", context=128):
+    """The profile plus a draft_in_loop table: per batch, ms per position."""
+    rows = [
+        dict(
+            draft=draft,
+            target=target,
+            batch=b,
+            context_len=context,
+            position=i + 1,
+            query_len=2 if i == 0 else 1,
+            median_ms=t,
+            p10_ms=t,
+            p90_ms=t,
+            repeats=10,
+        )
+        for b, times in times_by_batch.items()
+        for i, t in enumerate(times)
+    ]
+    return replace(profile, draft_in_loop=pd.DataFrame(rows))
+
+
+def test_in_loop_draft_times_are_summed_over_positions():
+    profile = _with_loop(_profile(), {1: [1.0, 0.5, 0.4], 16: [3.0, 2.0, 1.0]})
+    cal = Calibration.from_profiles([profile])
+    row = dict(target="llama-3.2-1b", method="draft_model", draft="tiny", acceptance_rate=0.7)
+    # K = 2 at a measured batch: positions 1 + 2.
+    r = _predict(cal, **row, k=2, batch_size=1)
+    assert r["draft_step_ms"] == pytest.approx(1.5)
+    assert r["latency_source"] == "target:measured verify:measured draft:in-loop"
+    t3 = _truth("llama-3.2-1b", 1, 3, 128)
+    assert r["spec_step_ms"] == pytest.approx(1.5 + t3 + 0.30)
+    # K = 5, beyond the 3 timed positions: the last position's time repeats.
+    assert _predict(cal, **row, k=5, batch_size=1)["draft_step_ms"] == pytest.approx(2.7)
+    # Between batches 1 and 16, linear in batch: B = 4 is 3/15 of the way.
+    mid = (1.9 + 0.2 * (6.0 - 1.9), 1.5 + 0.2 * (5.0 - 1.5))
+    assert _predict(cal, **row, k=3, batch_size=4)["draft_step_ms"] == pytest.approx(mid[0])
+    assert _predict(cal, **row, k=2, batch_size=4)["draft_step_ms"] == pytest.approx(mid[1])
+
+
+def test_in_loop_table_applies_only_where_it_covers_the_row():
+    profile = _with_loop(_profile(), {1: [1.0, 0.5], 4: [1.2, 0.6]})
+    cal = Calibration.from_profiles([profile])
+    row = dict(method="draft_model", draft="tiny", acceptance_rate=0.7, k=2)
+    # Outside the table's batches, and another context: K isolated draft steps again.
+    for extra in (dict(batch_size=16), dict(batch_size=4, prompt_len=480, output_len=64)):
+        r = _predict(cal, target="llama-3.2-1b", **row, **extra)
+        assert "draft:in-loop" not in r["latency_source"]
+        assert r["draft_step_ms"] > 0
+    r = _predict(cal, target="llama-3.2-1b", **row, batch_size=16)
+    assert r["draft_step_ms"] == pytest.approx(2 * _truth("tiny", 16, 1, 128))
+    # Timed after another target: does not apply to this pair.
+    other = Calibration.from_profiles(
+        [_with_loop(_profile(), {4: [9.0, 9.0]}, target="tiny", draft="llama-3.2-1b")]
+    )
+    r = _predict(other, target="llama-3.2-1b", **row, batch_size=4)
+    assert r["draft_step_ms"] == pytest.approx(2 * _truth("tiny", 4, 1, 128))

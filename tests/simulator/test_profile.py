@@ -280,3 +280,64 @@ def test_round_trip_property(points):
     for text in (profile_to_json(p), profile_to_csv(p)):
         again = load_profile(text.encode())
         pd.testing.assert_frame_equal(again.measurements, p.measurements, atol=1e-6)
+
+
+def _loop_rows():
+    return [
+        {
+            "draft": "tiny-draft",
+            "target": "tiny",
+            "batch": 1,
+            "context_len": 64,
+            "position": i,
+            "query_len": 2 if i == 1 else 1,
+            "median_ms": 0.5 / i,
+            "p10_ms": 0.4 / i,
+            "p90_ms": 0.6 / i,
+            "repeats": 30,
+        }
+        for i in (1, 2, 3)
+    ]
+
+
+def _doc_with_loop() -> dict:
+    doc = _doc()
+    draft = copy.deepcopy(doc["models"][0])
+    draft["id"] = "tiny-draft"
+    doc["models"].append(draft)
+    doc["draft_in_loop"] = _loop_rows()
+    return doc
+
+
+def test_draft_in_loop_round_trips_through_json_and_csv(tmp_path):
+    p = profile_from_dict(_doc_with_loop(), "loop.json")
+    assert list(p.draft_in_loop["position"]) == [1, 2, 3]
+    for text, suffix in ((profile_to_json(p), "json"), (profile_to_csv(p), "csv")):
+        path = tmp_path / f"p.{suffix}"
+        path.write_text(text)
+        back = load_profile(path)
+        pd.testing.assert_frame_equal(back.draft_in_loop, p.draft_in_loop)
+    # A profile without the table writes none and reads back an empty one.
+    plain = profile_from_dict(_doc(), "plain.json")
+    assert "draft_in_loop" not in profile_to_json(plain)
+    assert load_profile(profile_to_csv(plain).encode(), name="p.csv").draft_in_loop.empty
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "words"),
+    [
+        (lambda r: r.update(draft="nope"), "draft_in_loop[1].draft", "not one of the profile"),
+        (lambda r: r.update(draft="tiny"), "draft_in_loop[1].draft", "must differ"),
+        (lambda r: r.update(median_ms=-1.0), "draft_in_loop[1].median_ms", ">= 0"),
+        (lambda r: r.update(median_ms=9.0), "draft_in_loop[1].median_ms", "between"),
+        (lambda r: r.update(position=0), "draft_in_loop[1].position", ">= 1"),
+        (lambda r: r.pop("query_len"), "draft_in_loop[1].query_len", "missing"),
+        (lambda r: r.update(position=1), "draft_in_loop[1]", "repeats"),
+    ],
+)
+def test_bad_draft_in_loop_rows_are_named(mutate, field, words):
+    doc = _doc_with_loop()
+    mutate(doc["draft_in_loop"][1])
+    err = _error(doc)
+    assert err.field == field
+    assert words in str(err)
