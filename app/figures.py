@@ -278,6 +278,29 @@ def best_k_by_batch(best: pd.DataFrame) -> go.Figure:
     return fig
 
 
+PALETTE = ["#1f6feb", "#cf222e", "#2da44e", "#8250df", "#bf8700", "#0a7ea4", "#d63384"]
+"""Colours of the series of one figure (query lengths, batches), in order."""
+
+
+def _median_with_bars(rows: pd.DataFrame, x: str, color: str, *, mode="markers", **kw):
+    """Medians as points with asymmetric p10-p90 error bars (columns median_ms, p10_ms,
+    p90_ms) against column `x`."""
+    return go.Scatter(
+        x=rows[x].to_numpy(),
+        y=rows["median_ms"].to_numpy(dtype=float),
+        error_y={
+            "type": "data",
+            "symmetric": False,
+            "array": (rows["p90_ms"] - rows["median_ms"]).to_numpy(dtype=float),
+            "arrayminus": (rows["median_ms"] - rows["p10_ms"]).to_numpy(dtype=float),
+        },
+        mode=mode,
+        marker={"color": color, "size": 9},
+        line={"color": color},
+        **kw,
+    )
+
+
 def profile_latency(measured: pd.DataFrame, predicted: pd.DataFrame) -> go.Figure:
     """Measured step latency against batch, one colour per query length, with the
     prediction drawn as lines of the same colour.
@@ -286,25 +309,13 @@ def profile_latency(measured: pd.DataFrame, predicted: pd.DataFrame) -> go.Figur
     `predicted` columns: query_len, batch, ms, curve ('fitted roofline', ...).
     """
     fig = go.Figure()
-    palette = ["#1f6feb", "#cf222e", "#2da44e", "#8250df", "#bf8700", "#0a7ea4", "#d63384"]
     dashes = {"fitted roofline": "solid", "catalog roofline": "dot"}
     for i, (q, rows) in enumerate(measured.groupby("query_len")):
-        color = palette[i % len(palette)]
+        color = PALETTE[i % len(PALETTE)]
         rows = rows.sort_values("batch")
         fig.add_trace(
-            go.Scatter(
-                x=rows["batch"].to_numpy(),
-                y=rows["median_ms"].to_numpy(dtype=float),
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": (rows["p90_ms"] - rows["median_ms"]).to_numpy(dtype=float),
-                    "arrayminus": (rows["median_ms"] - rows["p10_ms"]).to_numpy(dtype=float),
-                },
-                mode="markers",
-                marker={"color": color, "size": 9},
-                name=f"measured q={int(q)}",
-                legendgroup=f"q{q}",
+            _median_with_bars(
+                rows, "batch", color, name=f"measured q={int(q)}", legendgroup=f"q{q}"
             )
         )
         pred = predicted[predicted["query_len"] == q]
@@ -328,6 +339,51 @@ def profile_latency(measured: pd.DataFrame, predicted: pd.DataFrame) -> go.Figur
         "batch size",
         "ms per forward",
         height=460,
+    )
+    fig.update_layout(hovermode="closest")
+    return fig
+
+
+def draft_in_loop(loop: pd.DataFrame, isolated: pd.DataFrame) -> go.Figure:
+    """The draft's forward time at each position of a speculative round (points with
+    p10-p90 bars), one colour per batch, against its isolated decode step (dotted line).
+
+    `loop` columns: batch, position, median_ms, p10_ms, p90_ms.
+    `isolated` columns: batch, median_ms (the profile's q = 1 step of the draft).
+    """
+    fig = go.Figure()
+    alone = isolated.set_index("batch")["median_ms"]
+    for i, (batch, rows) in enumerate(loop.groupby("batch")):
+        color = PALETTE[i % len(PALETTE)]
+        rows = rows.sort_values("position")
+        fig.add_trace(
+            _median_with_bars(
+                rows,
+                "position",
+                color,
+                name=f"in the loop, B={int(batch)}",
+                legendgroup=f"b{batch}",
+                mode="lines+markers",
+            )
+        )
+        if batch in alone.index:
+            fig.add_trace(
+                go.Scatter(
+                    x=[rows["position"].min(), rows["position"].max()],
+                    y=[float(alone[batch])] * 2,
+                    mode="lines",
+                    line={"color": color, "dash": "dot"},
+                    name=f"isolated step, B={int(batch)}",
+                    legendgroup=f"b{batch}",
+                )
+            )
+    fig.update_xaxes(dtick=1)
+    fig = _layout(
+        fig,
+        "Draft forward time inside the loop (after a verify forward) vs on its own",
+        "draft position in the round",
+        "ms per draft forward",
+        height=420,
     )
     fig.update_layout(hovermode="closest")
     return fig

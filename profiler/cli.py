@@ -1,8 +1,10 @@
-"""`python -m profiler run|info|check-extrapolation`: measure step latency on this machine.
+"""`python -m profiler run|info|check-extrapolation|train-pair|validate`.
 
-`run` writes a `specplan.profile/v1` JSON file and the same measurements as CSV next to it
-(same stem). Bad flags exit with status 2 and a message naming the flag; Ctrl-C writes what
-was measured so far and exits with 130.
+`run` measures step latency on this machine and writes a `specplan.profile/v1` JSON file and
+the same measurements as CSV next to it (same stem). `train-pair` trains the byte-level
+draft/target pair (`profiler.train_pair`); `validate` runs real speculative decoding with it
+against the simulator's prediction (`profiler.validate`). Bad flags exit with status 2 and a
+message naming the flag; Ctrl-C during `run` writes what was measured so far and exits 130.
 """
 
 from __future__ import annotations
@@ -136,6 +138,18 @@ def make_parser() -> argparse.ArgumentParser:
     _add_grid_flags(check)
     check.add_argument("--depths", default="1,2,4", help="depths to fit the line on")
     check.set_defaults(parser=check)
+    from profiler import train_pair, validate
+
+    pair = sub.add_parser(
+        "train-pair", help="train the byte-level draft/target pair on the stdlib's sources"
+    )
+    train_pair.add_arguments(pair)
+    pair.set_defaults(parser=pair)
+    val = sub.add_parser(
+        "validate", help="real speculative decoding with the pair against the simulator"
+    )
+    validate.add_arguments(val)
+    val.set_defaults(parser=val)
     return parser
 
 
@@ -330,6 +344,14 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args, argv)
         if args.command == "info":
             return cmd_info(args)
+        if args.command == "train-pair":
+            from profiler import train_pair
+
+            return train_pair.run_from_args(args, argv[1:])
+        if args.command == "validate":
+            from profiler import validate
+
+            return validate.run_from_args(args)
         return cmd_check(args)
     except UsageError as exc:
         args.parser.error(str(exc))

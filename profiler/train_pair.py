@@ -22,7 +22,6 @@ import json
 import math
 import os
 import platform
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -361,6 +360,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> int:
+    from profiler.cli import UsageError
+
+    for flag in ("target_steps", "draft_steps", "seq_len", "batch_size", "threads"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag.replace('_', '-')}: {getattr(args, flag)} must be >= 1")
     command = "python -m profiler train-pair " + " ".join(argv if argv is not None else [])
     train_pair(
         args.out,
@@ -373,14 +377,3 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> in
         command=command.strip(),
     )
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m profiler train-pair", description=__doc__)
-    add_arguments(parser)
-    argv = sys.argv[1:] if argv is None else argv
-    return run_from_args(parser.parse_args(argv), argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -697,18 +697,6 @@ def _shown(path: Path) -> Path:
         return Path(path)
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    return tuple(float(x) for x in text.split(",") if x.strip())
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, dash, hi = part.strip().partition("-")
-        out.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
-    return tuple(out)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = ValidationSettings()
     parser.add_argument("--quick", action="store_true", help="a reduced run for tests")
@@ -728,33 +716,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_from_args(args: argparse.Namespace) -> int:
+def settings_from_args(args: argparse.Namespace) -> ValidationSettings:
+    """The settings the flags ask for; UsageError names a bad flag."""
+    from profiler.cli import UsageError, parse_ints
+
     settings = ValidationSettings.quick() if args.quick else ValidationSettings()
-    changes = {"verify_overhead_ms": args.verify_overhead_ms}
+    changes: dict = {"verify_overhead_ms": args.verify_overhead_ms}
     if args.verify_overhead_ms is not None and not args.verify_overhead_ms >= 0:
-        raise SystemExit(f"--verify-overhead-ms: {args.verify_overhead_ms} must be >= 0")
+        raise UsageError(f"--verify-overhead-ms: {args.verify_overhead_ms} must be >= 0")
     if args.batch:
-        changes["batches"] = _ints(args.batch)
+        changes["batches"] = tuple(parse_ints(args.batch, "--batch", minimum=1))
     if args.k:
-        changes["ks"] = _ints(args.k)
+        changes["ks"] = tuple(parse_ints(args.k, "--k", minimum=1, maximum=K_MAX))
     if args.temperatures:
-        changes["temperatures"] = _floats(args.temperatures)
-    if args.rounds:
-        changes["rounds"] = args.rounds
-    if args.threads:
-        changes["threads"] = args.threads
-    settings = ValidationSettings(**{**asdict(settings), **changes})
-    if max(settings.ks) > K_MAX or min(settings.ks) < 1:
-        raise SystemExit(f"--k: values must be in 1..{K_MAX}")
+        try:
+            temps = tuple(float(x) for x in args.temperatures.split(",") if x.strip())
+        except ValueError:
+            raise UsageError(f"--temperatures: '{args.temperatures}' is not numbers") from None
+        if not temps or not all(t >= 0 for t in temps):
+            raise UsageError("--temperatures: give numbers >= 0 (0 = greedy)")
+        changes["temperatures"] = temps
+    for flag, value in (("--rounds", args.rounds), ("--threads", args.threads)):
+        if value is not None:
+            if value < 1:
+                raise UsageError(f"{flag}: {value} must be >= 1")
+            changes[flag.strip("-")] = value
+    if args.profile is not None and not args.profile.is_file():
+        raise UsageError(f"--profile: {args.profile} is not a file")
+    return ValidationSettings(**{**asdict(settings), **changes})
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
     validate(settings, args.out_dir, models_dir=args.models_dir, profile=args.profile)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m profiler validate", description=__doc__)
-    add_arguments(parser)
-    return run_from_args(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -86,6 +86,7 @@ for label, (name, data) in options.items():
             "points": len(ok),
             "batch": f"{ok['batch'].min()}-{ok['batch'].max()}" if len(ok) else "",
             "query_len": ", ".join(str(v) for v in sorted(ok["query_len"].unique())),
+            "draft in loop": len(p.draft_in_loop),
             "created": p.created,
         }
     )
@@ -154,3 +155,36 @@ if parsed:
                 "Lines: the roofline fitted to this profile (solid) and, for a catalog GPU, "
                 "the datasheet roofline the pages use without a profile (dotted)."
             )
+
+    # ------------------------------------------------------------------ draft in the loop
+    loop = profile.draft_in_loop
+    if len(loop):
+        st.subheader("The draft inside the speculative loop")
+        pairs = sorted({f"{r.draft} after {r.target}" for r in loop.itertuples()})
+        d = st.columns([1.6, 0.8, 2])
+        pair = d[0].selectbox("Draft and target", pairs, key=f"loop_pair:{label}")
+        draft_id, target_id = pair.split(" after ")
+        rows = loop[(loop["draft"] == draft_id) & (loop["target"] == target_id)]
+        loop_contexts = sorted(int(v) for v in rows["context_len"].unique())
+        loop_context = d[1].selectbox(
+            "Context length", loop_contexts, key=f"loop_context:{label}:{pair}"
+        )
+        rows = rows[rows["context_len"] == loop_context]
+        alone = profile.measurements_for(draft_id)
+        alone = alone[(alone["query_len"] == 1) & (alone["context_len"] == loop_context)]
+        st.plotly_chart(figures.draft_in_loop(rows, alone), key="draft_in_loop")
+        totals = rows.groupby("batch").agg(in_loop=("median_ms", "sum"), k=("position", "max"))
+        iso = alone.set_index("batch")["median_ms"]
+        ratio = (totals["in_loop"] / (totals["k"] * iso.reindex(totals.index))).dropna()
+        st.caption(
+            "Each round the draft starts right after the target's verify forward, on caches "
+            "the target's weights have just flushed; position 1 also reads two tokens. The "
+            "simulator prices a draft model's K steps as the sum of these times where they "
+            "cover a scenario (`draft:in-loop` in the latency source)."
+            + (
+                f" Here a round of {int(totals['k'].max())} draft steps costs "
+                f"{ratio.min():.2f}-{ratio.max():.2f}x the isolated steps across batches."
+                if len(ratio)
+                else ""
+            )
+        )

@@ -90,7 +90,17 @@ m1.metric("points", s["points"])
 m2.metric("median |error|", f"{s['median_abs_error']:.1%}")
 m3.metric("90th percentile |error|", f"{s['p90_abs_error']:.1%}")
 m4.metric("inside ±10%", f"{s['within_band']:.0%}")
-st.caption(f"Source: {source}. Error = predicted / measured - 1.")
+ablation = ""
+iso = None
+if "predicted_speedup_isolated_draft" in view:
+    iso_pred = pd.to_numeric(view["predicted_speedup_isolated_draft"], errors="coerce")
+    iso = (iso_pred / view["measured_speedup"] - 1).abs()
+if iso is not None and iso.notna().any():
+    ablation = (
+        f" Without the profile's in-loop draft times (the draft priced as K isolated "
+        f"steps) the median |error| would be {iso.median():.1%}."
+    )
+st.caption(f"Source: {source}. Error = predicted / measured - 1.{ablation}")
 
 st.plotly_chart(fv.predicted_vs_measured(view), key="validation_scatter")
 st.plotly_chart(fv.acceptance_by_position(view), key="validation_acceptance")

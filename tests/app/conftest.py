@@ -134,6 +134,11 @@ def sample_profile_doc() -> dict:
 
 
 @pytest.fixture
+def profile_doc() -> dict:
+    return sample_profile_doc()
+
+
+@pytest.fixture
 def profile_json() -> bytes:
     return profile_to_json(profile_from_dict(sample_profile_doc(), "cpu.json")).encode()
 

@@ -144,3 +144,48 @@ def test_fitted_roofline_line_is_what_predict_uses_beyond_the_grid(profile_json)
     expected = predict(pd.DataFrame(rows).assign(output_len=56), calibration=cal)
     assert set(expected["latency_source"]) == {"target:fitted"}
     np.testing.assert_allclose(fitted["ms"], expected["target_step_ms"], rtol=1e-9)
+
+
+def test_a_profile_with_the_draft_in_the_loop_plots_it_against_the_isolated_step(app, charts):
+    from tests.app.conftest import sample_profile_doc
+
+    doc = sample_profile_doc()
+    target = json.loads(json.dumps(doc["models"][0]))
+    target["id"] = "specplan-byte-target"
+    doc["models"].append(target)
+    for r in list(doc["measurements"]):
+        doc["measurements"].append({**r, "model": "specplan-byte-target"})
+    doc["draft_in_loop"] = [
+        {
+            "draft": "tiny",
+            "target": "specplan-byte-target",
+            "batch": b,
+            "context_len": 512,
+            "position": i,
+            "query_len": 2 if i == 1 else 1,
+            "median_ms": ms,
+            "p10_ms": ms * 0.9,
+            "p90_ms": ms * 1.1,
+            "repeats": 30,
+        }
+        for b in (1, 4)
+        for i, ms in zip((1, 2, 3), (0.9, 0.6, 0.5), strict=True)
+    ]
+    at = app("profiles")
+    _upload(at, [("pair.json", json.dumps(doc).encode(), "application/json")])
+    at.selectbox(key="plot_profile").set_value("uploaded: pair.json").run()
+    assert not at.exception and not at.error
+    fig = charts(at)["draft_in_loop"]
+    names = [t["name"] for t in fig["data"]]
+    assert names == [
+        "in the loop, B=1",
+        "isolated step, B=1",
+        "in the loop, B=4",
+        "isolated step, B=4",
+    ]
+    np.testing.assert_allclose(fig["data"][0]["y"], [0.9, 0.6, 0.5])
+    # The dotted line is the profile's own q = 1 step of the draft at that batch and context.
+    iso = 0.25 + 0.01 * 1 * 1 * 2.0
+    np.testing.assert_allclose(fig["data"][1]["y"], [iso, iso])
+    caption = " ".join(c.value for c in at.caption)
+    assert f"{2.0 / (3 * iso):.2f}" in caption

@@ -35,3 +35,29 @@ def test_page_plots_bundled_data_without_errors():
     assert not at.exception
     assert not at.error
     assert len(at.get("plotly_chart")) >= 2
+
+
+def _csv_with(column: str, value: str) -> bytes:
+    lines = BUNDLED.read_text().splitlines()
+    header = lines[0].split(",")
+    out = [lines[0]]
+    for line in lines[1:]:
+        row = line.split(",")
+        row[header.index(column)] = value
+        out.append(",".join(row))
+    return "\n".join(out).encode()
+
+
+def test_page_states_the_isolated_draft_ablation(app):
+    at = app("validation")
+    caption = " ".join(c.value for c in at.caption)
+    df = fv.read_validation_csv(BUNDLED.read_bytes(), "cpu_validation.csv")
+    iso = (df["predicted_speedup_isolated_draft"] / df["measured_speedup"] - 1).abs().median()
+    assert f"would be {iso:.1%}" in caption
+    # An upload whose optional ablation column is not numeric still plots, without it.
+    at.file_uploader(key="validation_upload").set_value(
+        ("odd.csv", _csv_with("predicted_speedup_isolated_draft", "n/a"), "text/csv")
+    ).run()
+    assert not at.exception and not at.error
+    assert "would be" not in " ".join(c.value for c in at.caption)
+    assert len(at.get("plotly_chart")) >= 2

@@ -92,6 +92,27 @@ def test_bad_flags_exit_2_naming_the_flag(extra, flag, words, capsys, tmp_path):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "flag", "words"),
+    [
+        (["validate", "--k", "0-3"], "--k", "outside 1..8"),
+        (["validate", "--k", "9"], "--k", "outside 1..8"),
+        (["validate", "--batch", "x"], "--batch", "not a whole number"),
+        (["validate", "--temperatures", "hot"], "--temperatures", "not numbers"),
+        (["validate", "--temperatures=-1"], "--temperatures", ">= 0"),
+        (["validate", "--rounds", "0"], "--rounds", ">= 1"),
+        (["validate", "--verify-overhead-ms=-0.1"], "--verify-overhead-ms", ">= 0"),
+        (["validate", "--profile", "/nonexistent.json"], "--profile", "not a file"),
+        (["train-pair", "--target-steps", "0"], "--target-steps", ">= 1"),
+        (["train-pair", "--threads", "0"], "--threads", ">= 1"),
+    ],
+)
+def test_train_pair_and_validate_flags_are_checked_before_work(argv, flag, words, capsys):
+    err = _fail(argv, capsys)
+    assert flag in err and words in err
+    assert "Traceback" not in err
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message without a GPU")
 def test_cuda_without_a_gpu_is_a_flag_error(capsys):
     err = _fail(["run", "--target", "tiny", "--device", "cuda"], capsys)
