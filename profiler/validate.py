@@ -493,10 +493,10 @@ def predict(points: pd.DataFrame, profile_path: Path, settings: ValidationSettin
     sim = simulate(sc, defaults=defaults, calibration=cal, source=str(profile_path))
     iso = simulate(sc, defaults=defaults, calibration=replace(cal, loops={}), source="")
     if not sim["latency_source"].astype(str).str.contains("draft:in-loop").all():
-        log_missing = sorted(set(sim["latency_source"].astype(str)))
+        sources = sorted(set(sim["latency_source"].astype(str)))
         raise ValueError(
             f"{profile_path}: the profile does not time the draft in the loop at every point "
-            f"(sources: {', '.join(log_missing)}); profile with `profiler run --draft`"
+            f"(sources: {', '.join(sources)}); profile with `profiler run --draft`"
         )
     k = points["k"].to_numpy(float)
     out = points.copy()

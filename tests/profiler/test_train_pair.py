@@ -166,3 +166,27 @@ def test_quick_validation_end_to_end(tmp_path):
     tau_table = tau_vs_iid(df)
     assert set(tau_table["k"]) == set(settings.ks)
     assert (tmp_path / "cpu_profile.json").is_file()
+
+
+def test_committed_validation_is_what_the_simulator_predicts_from_the_committed_profile(
+    tmp_path,
+):
+    from profiler.validate import VALIDATION_DIR, predict
+
+    points = pd.read_csv(VALIDATION_DIR / "cpu_validation.csv")
+    profile = VALIDATION_DIR / "cpu_profile.json"
+    again = predict(points, profile, ValidationSettings())
+    np.testing.assert_allclose(again["predicted_speedup"], points["predicted_speedup"], rtol=1e-4)
+    assert (again["latency_source"].str.endswith("draft:in-loop")).all()
+    np.testing.assert_allclose(
+        again["predicted_speedup_isolated_draft"],
+        points["predicted_speedup_isolated_draft"],
+        rtol=1e-4,
+    )
+    # Without the in-loop table the validation refuses, rather than predicting otherwise.
+    doc = json.loads(profile.read_text())
+    del doc["draft_in_loop"]
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="profiler run --draft"):
+        predict(points, bare, ValidationSettings())
