@@ -27,7 +27,10 @@ _LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "le
 """Below the axis title: a legend of several rows above the plot would cover the title."""
 
 
-def _layout(fig: go.Figure, title: str, x: str, y: str, *, height: int = 380) -> go.Figure:
+def layout(
+    fig: go.Figure, title: str, x: str, y: str, *, height: int = 380, hovermode: str = "x unified"
+) -> go.Figure:
+    """Title, axis titles, height, margins and a legend below the plot: every figure's frame."""
     fig.update_layout(
         title={"text": title, "font": {"size": 15}},
         xaxis_title=x,
@@ -35,7 +38,7 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, *, height: int = 380) ->
         height=height,
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         legend=_LEGEND_BELOW,
-        hovermode="x unified",
+        hovermode=hovermode,
     )
     return fig
 
@@ -102,7 +105,7 @@ def speedup_vs_k(df: pd.DataFrame, *, highlight: str | None = None) -> go.Figure
         )
     fig.add_hline(y=1.0, line_dash="dash", line_color=BASELINE_COLOR)
     fig.update_xaxes(dtick=1)
-    return _layout(fig, "Speedup against K", "K (speculative tokens per step)", "speedup (x)")
+    return layout(fig, "Speedup against K", "K (speculative tokens per step)", "speedup (x)")
 
 
 def speedup_vs_batch(df: pd.DataFrame, *, crossover: float | None = None) -> go.Figure:
@@ -149,7 +152,7 @@ def speedup_vs_batch(df: pd.DataFrame, *, crossover: float | None = None) -> go.
             xanchor="right",
         )
     _log_batch_axis(fig, df["batch_size"])
-    return _layout(
+    return layout(
         fig, "Speedup against batch size", "batch size (concurrent sequences)", "speedup (x)"
     )
 
@@ -215,7 +218,7 @@ def memory_breakdown(df: pd.DataFrame, *, total_gb: float | None = None) -> go.F
             annotation_text=f"VRAM {total_gb:,.0f} GiB",
             annotation_position="top left",
         )
-    fig = _layout(fig, "Memory per replica", "", "GiB", height=420)
+    fig = layout(fig, "Memory per replica", "", "GiB", height=420)
     fig.update_layout(hovermode="closest")
     return fig
 
@@ -248,7 +251,7 @@ def tpot_by_batch(grid: pd.DataFrame, *, slo_tpot_ms: float | None = None) -> go
             annotation_position="top left",
         )
     _log_batch_axis(fig, grid["batch_size"])
-    return _layout(fig, "Time per output token by K", "batch size", "TPOT (ms)", height=420)
+    return layout(fig, "Time per output token by K", "batch size", "TPOT (ms)", height=420)
 
 
 def best_k_by_batch(best: pd.DataFrame) -> go.Figure:
@@ -271,7 +274,7 @@ def best_k_by_batch(best: pd.DataFrame) -> go.Figure:
         )
     )
     fig.update_xaxes(type="category")
-    fig = _layout(
+    fig = layout(
         fig, "Best K per batch (green: meets SLO and fits)", "batch size", "best K", height=420
     )
     fig.update_layout(hovermode="closest", showlegend=False)
@@ -333,7 +336,7 @@ def profile_latency(measured: pd.DataFrame, predicted: pd.DataFrame) -> go.Figur
             )
     _log_batch_axis(fig, measured["batch"])
     _log_value_axis(fig, np.concatenate([measured["p10_ms"], measured["p90_ms"], predicted["ms"]]))
-    fig = _layout(
+    fig = layout(
         fig,
         "Step latency against batch: measured (points, p10-p90 bars) vs roofline (lines)",
         "batch size",
@@ -378,7 +381,7 @@ def draft_in_loop(loop: pd.DataFrame, isolated: pd.DataFrame) -> go.Figure:
                 )
             )
     fig.update_xaxes(dtick=1)
-    fig = _layout(
+    fig = layout(
         fig,
         "Draft forward time inside the loop (after a verify forward) vs on its own",
         "draft position in the round",
@@ -416,6 +419,6 @@ def acceptance_by_position(df: pd.DataFrame) -> go.Figure:
     )
     fig.update_xaxes(dtick=1)
     fig.update_yaxes(range=[0, 1.1])
-    fig = _layout(fig, "Acceptance by draft position", "draft position i", "P(position i accepted)")
+    fig = layout(fig, "Acceptance by draft position", "draft position i", "P(position i accepted)")
     fig.update_layout(hovermode="closest")
     return fig

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from app.figures import layout
 from simulator.errors import InputError
 
 ERROR_BAND = 0.10
@@ -129,13 +130,13 @@ def predicted_vs_measured(df: pd.DataFrame, band: float = ERROR_BAND) -> go.Figu
                 "</extra>",
             )
         )
-    fig.update_layout(
-        title={"text": "Predicted against measured speedup", "font": {"size": 15}},
-        xaxis_title="measured speedup (speculative / autoregressive tokens/s)",
-        yaxis_title="simulator's predicted speedup",
+    layout(
+        fig,
+        "Predicted against measured speedup",
+        "measured speedup (speculative / autoregressive tokens/s)",
+        "simulator's predicted speedup",
         height=480,
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.15, "xanchor": "left", "x": 0},
+        hovermode="closest",
     )
     fig.update_xaxes(range=[lo, hi])
     fig.update_yaxes(range=[lo, hi], scaleanchor="x", scaleratio=1)
@@ -198,15 +199,7 @@ def acceptance_by_position(df: pd.DataFrame) -> go.Figure:
                 line={"color": color, "dash": "dot", "width": 1},
             )
         )
-    fig.update_layout(
-        title={"text": "Per-position acceptance", "font": {"size": 15}},
-        xaxis_title="draft position i",
-        yaxis_title="P(position i accepted)",
-        height=420,
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0},
-        hovermode="x unified",
-    )
+    layout(fig, "Per-position acceptance", "draft position i", "P(position i accepted)", height=420)
     fig.update_yaxes(range=[0, 1.02])
     fig.update_xaxes(dtick=1)
     return fig
