@@ -138,8 +138,9 @@ def predicted_vs_measured(df: pd.DataFrame, band: float = ERROR_BAND) -> go.Figu
         height=480,
         hovermode="closest",
     )
-    fig.update_xaxes(range=[lo, hi])
-    fig.update_yaxes(range=[lo, hi], scaleanchor="x", scaleratio=1)
+    # Equal scales, and the plot narrows to keep them rather than widening the x range.
+    fig.update_xaxes(range=[lo, hi], constrain="domain")
+    fig.update_yaxes(range=[lo, hi], scaleanchor="x", scaleratio=1, constrain="domain")
     return fig
 
 
