@@ -75,6 +75,12 @@ from simulator.profile import (
 VALIDATION_DIR = Path(__file__).resolve().parent.parent / "data" / "validation"
 WORKLOADS = ("code", "prose")
 K_MAX = 8
+HARNESS_DEFAULTS = DEFAULTS.without_engine()
+"""The simulator's defaults for this harness. The loop here is not a serving engine: it
+runs a fixed batch with no scheduler, no admission and no detokenisation, so the
+engine's host costs (`engine_*` in `simulator.defaults`) do not apply; the profile
+measures what the loop's forwards cost, and the scenarios are `decode_only` (nothing
+is prefilled while the batch decodes)."""
 
 
 @dataclass(frozen=True)
@@ -469,6 +475,7 @@ def scenarios(points: pd.DataFrame, profile: Profile, context: int) -> pd.DataFr
             "batch_size": points["batch"].to_numpy(int),
             "prompt_len": context - output // 2,
             "output_len": output,
+            "serving": "decode_only",
         }
     )
 
@@ -486,9 +493,9 @@ def predict(points: pd.DataFrame, profile_path: Path, settings: ValidationSettin
     """
     profile = load_profile(profile_path)
     cal = Calibration.from_profiles([profile])
-    defaults = DEFAULTS
+    defaults = HARNESS_DEFAULTS
     if settings.verify_overhead_ms is not None:
-        defaults = DEFAULTS.replace(verify_overhead_ms=settings.verify_overhead_ms)
+        defaults = HARNESS_DEFAULTS.replace(verify_overhead_ms=settings.verify_overhead_ms)
     sc = scenarios(points, profile, settings.profile_context)
     sim = simulate(sc, defaults=defaults, calibration=cal, source=str(profile_path))
     iso = simulate(sc, defaults=defaults, calibration=replace(cal, loops={}), source="")

@@ -1,4 +1,4 @@
-"""Command line: `python -m simulator predict|sweep|columns`.
+"""Command line: `python -m simulator predict|sweep|validate|columns`.
 
 Exit status 2 means bad input; the message names the row and the column.
 """
@@ -94,6 +94,17 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def cmd_validate(args) -> int:
+    from simulator.published import format_summary, load_published, score, summarise
+
+    gpus, models = load_gpus(args.gpus), load_models(args.models)
+    errors = score(load_published(args.published), gpus=gpus, models=models, source=args.published)
+    _write_atomically(errors, args.out)
+    print(format_summary(summarise(errors)))
+    print(f"wrote {len(errors)} scored cases to {args.out}", file=sys.stderr)
+    return 0
+
+
 def cmd_columns(args) -> int:
     for c in COLUMNS:
         default = "" if c.default is None else f" (default {c.default!r})"
@@ -140,6 +151,16 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--out", required=True)
     _common(s)
     s.set_defaults(func=cmd_sweep)
+    v = sub.add_parser(
+        "validate", help="score the model against published measurements, one row per case"
+    )
+    v.add_argument(
+        "--published", required=True, help="published set, e.g. data/validation/published.csv"
+    )
+    v.add_argument("--out", required=True, help="errors per case (CSV)")
+    v.add_argument("--gpus", default=str(GPUS_CSV), help="GPU catalog CSV")
+    v.add_argument("--models", default=str(MODELS_CSV), help="model catalog CSV")
+    v.set_defaults(func=cmd_validate)
     c = sub.add_parser("columns", help="list the scenario columns and their defaults")
     c.set_defaults(func=cmd_columns)
     args = parser.parse_args(argv)

@@ -21,6 +21,12 @@ class ModelDefaults:
     forward_overhead_ms: float = 0.80
     draft_forward_overhead_ms: float = 0.25
     verify_overhead_ms: float = 0.30
+    engine_step_ms: float = 1.0
+    engine_per_seq_ms: float = 0.005
+    engine_draft_forward_ms: float = 0.5
+    engine_round_ms: float = 0.5
+    engine_sampled_round_ms: float = 0.5
+    sampler_vocab_passes: float = 6.0
     allreduce_latency_us: float = 10.0
     gpu_memory_utilization: float = 0.90
     non_torch_reserve_gb: float = 1.0
@@ -40,6 +46,14 @@ class ModelDefaults:
         values.update(changes)
         return ModelDefaults(**values)
 
+    def without_engine(self) -> ModelDefaults:
+        """These defaults with every host-side engine cost (`engine_*`, the sampler's
+        vocabulary passes) at zero: a bare loop of forwards, as a profiler times them."""
+        return self.replace(
+            **{f.name: 0.0 for f in fields(self) if f.name.startswith("engine_")},
+            sampler_vocab_passes=0.0,
+        )
+
 
 DEFAULTS = ModelDefaults()
 
@@ -56,6 +70,12 @@ DEFAULT_NOTES: dict[str, str] = {
     "(assumption; a profile fits it)",
     "verify_overhead_ms": "rejection sampling and cache bookkeeping once per speculative step "
     "(assumption)",
+    "engine_step_ms": "ENGINE_STEP",
+    "engine_per_seq_ms": "ENGINE_SEQ",
+    "engine_draft_forward_ms": "ENGINE_DRAFT",
+    "engine_round_ms": "ENGINE_ROUND",
+    "engine_sampled_round_ms": "ENGINE_SAMPLED",
+    "sampler_vocab_passes": "SAMPLER_PASSES",
     "allreduce_latency_us": "small-message latency of one NCCL all-reduce on NVLink, order of "
     "10 us (assumption)",
     "gpu_memory_utilization": "vLLM's default --gpu-memory-utilization",

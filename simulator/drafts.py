@@ -26,6 +26,7 @@ from simulator.latency import (
     get_roofline_ms,
 )
 from simulator.specs import METHODS
+from simulator.steady import get_prefill_ms
 
 
 def method_masks(method) -> dict[str, np.ndarray]:
@@ -162,3 +163,42 @@ def get_draft_step_ms(
         [draft_model_round, k * head_step, medusa_step],
         0.0,
     )
+
+
+def get_draft_forwards(method, k) -> np.ndarray:
+    """Draft forwards per speculative round: K for a draft model or an EAGLE/MTP head (one
+    autoregressive step per proposal), one for Medusa's parallel heads, none for n-grams."""
+    m = method_masks(method)
+    k = np.asarray(k, dtype=float)
+    return np.select([m["draft_model"] | m["eagle"] | m["mtp"], m["medusa"]], [k, 1.0], 0.0)
+
+
+def get_draft_prefill_ms(
+    method, t: ModelArrays, d: ModelArrays, hw: Hardware, tokens, prompt_len, d_defaults=DEFAULTS
+):
+    """Time in ms the draft spends prefilling `tokens` prompt tokens per step.
+
+    A draft model prefills every prompt through all its layers; an EAGLE or MTP head
+    through its one layer and fusion projection (its KV cache needs every prompt token);
+    Medusa heads and n-gram lookup keep no cache of the prompt.
+    """
+    m = method_masks(method)
+    h = t.hidden_size
+    head_layer = np.where(
+        m["mtp"],
+        _layer_shared_params(t) + t.experts_per_token * t.params_per_expert,
+        get_head_params("eagle", t, 0.0) - 2.0 * h * h,
+    )
+    model = get_prefill_ms(d, tokens, prompt_len, hw.tflops, hw.link_gbps, hw.num_gpus, d_defaults)
+    head = get_prefill_ms(
+        t,
+        tokens,
+        prompt_len,
+        hw.tflops,
+        hw.link_gbps,
+        hw.num_gpus,
+        d_defaults,
+        params=head_layer + 2.0 * h * h,
+        num_layers=1.0,
+    )
+    return np.select([m["draft_model"], m["eagle"] | m["mtp"]], [model, head], 0.0)

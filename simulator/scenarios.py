@@ -13,6 +13,7 @@ import pandas as pd
 
 from simulator.errors import InputError
 from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES, GPUSpec, ModelSpec
+from simulator.steady import SERVING_MODES
 
 K_LIMIT = 16
 """Largest K accepted: engines allow more, but past 16 the model's answers mean nothing."""
@@ -39,23 +40,61 @@ COLUMNS: tuple[Column, ...] = (
     Column("acceptance_rate", None, "i.i.d. per-token acceptance alpha in [0, 1]"),
     Column("mean_accepted_tokens", None, "tau, tokens per target step incl. bonus, [1, k+1]"),
     Column("acceptance_per_position", None, "p1;p2;... per-position rates, non-increasing"),
+    Column(
+        "draft_context_len",
+        None,
+        "tokens of context the draft attends over: a compressed draft cache (StreamingLLM or "
+        "SnapKV window, as MagicDec drafts); default the full context",
+    ),
     Column("verify_tokens", None, "tokens verified per sequence per step; default k+1"),
-    Column("batch_size", 1, "concurrent sequences in the decode batch"),
+    Column(
+        "batch_size",
+        1,
+        "concurrent requests (a closed loop, vllm bench serve --max-concurrency)",
+    ),
+    Column(
+        "request_rate",
+        None,
+        "requests per second arriving at one replica (an open loop); replaces batch_size: "
+        "the mean concurrency follows from Little's law",
+    ),
     Column("prompt_len", 1024, "prompt tokens per request"),
     Column("output_len", 256, "generated tokens per request"),
     Column("gpu_hourly_usd", None, "price per GPU-hour; default the catalog's"),
     Column("gpu_memory_utilization", 0.9, "fraction of VRAM the engine may use (vLLM's)"),
+    Column(
+        "temperature",
+        0.0,
+        "sampling temperature; 0 is greedy, above 0 pays the rejection sampler's vocabulary "
+        "passes (vllm bench serve samples greedily unless told otherwise)",
+    ),
+    Column(
+        "serving",
+        "steady",
+        "steady: continuous batching, each step also prefills the prompts of the requests "
+        "that replace finished ones; decode_only: the isolated decode step",
+    ),
 )
 INPUT_COLUMNS = tuple(c.name for c in COLUMNS)
 DEFAULT_K_SPECULATIVE = 3
 """vLLM's documentation examples use 3 speculative tokens for EAGLE and draft models."""
 
-_INT_COLUMNS = ("num_gpus", "k", "verify_tokens", "batch_size", "prompt_len", "output_len")
+_INT_COLUMNS = (
+    "num_gpus",
+    "k",
+    "verify_tokens",
+    "batch_size",
+    "prompt_len",
+    "output_len",
+    "draft_context_len",
+)
 _FLOAT_COLUMNS = (
     "acceptance_rate",
     "mean_accepted_tokens",
     "gpu_hourly_usd",
     "gpu_memory_utilization",
+    "temperature",
+    "request_rate",
 )
 
 
@@ -176,13 +215,16 @@ def normalise_scenarios(
                 file=source,
                 field=col,
             )
+    batch_given = (
+        ~_blank(df["batch_size"]) if "batch_size" in df.columns else np.zeros(len(df), bool)
+    )
     for c in COLUMNS:
         if c.name not in df.columns:
             df[c.name] = c.default if c.default is not None else np.nan
 
-    for col in ("target", "method", "draft", "gpu", "weight_dtype", "kv_dtype"):
+    for col in ("target", "method", "draft", "gpu", "weight_dtype", "kv_dtype", "serving"):
         default = next(c.default for c in COLUMNS if c.name == col)
-        df[col] = _text(df[col], default or "", lower=col == "method")
+        df[col] = _text(df[col], default or "", lower=col in ("method", "serving"))
 
     check.fail_where(df["target"].eq("").to_numpy(), "target", "is empty; give a model id")
     check.fail_where(
@@ -210,6 +252,11 @@ def normalise_scenarios(
         "kv_dtype",
         lambda i: f"'{df['kv_dtype'].iloc[i]}' is not one of {', '.join(KV_DTYPES)}",
     )
+    check.fail_where(
+        ~df["serving"].isin(SERVING_MODES).to_numpy(),
+        "serving",
+        lambda i: f"'{df['serving'].iloc[i]}' is not one of {', '.join(SERVING_MODES)}",
+    )
     is_draft = df["method"].eq("draft_model").to_numpy()
     check.fail_where(
         is_draft & df["draft"].eq("").to_numpy(),
@@ -232,12 +279,20 @@ def normalise_scenarios(
         "k",
         lambda i: f"{k[i]:g} is out of range: use 1..{K_LIMIT} with method {df['method'].iloc[i]}",
     )
+    rate = nums["request_rate"].to_numpy()
+    check.fail_where(~np.isnan(rate) & (rate <= 0), "request_rate", "must be above 0")
+    check.fail_where(
+        ~np.isnan(rate) & batch_given,
+        "request_rate",
+        "give batch_size (a closed loop) or request_rate (an open loop), not both",
+    )
     for col, default in (
         ("num_gpus", 1),
         ("batch_size", 1),
         ("prompt_len", 1024),
         ("output_len", 256),
         ("gpu_memory_utilization", 0.9),
+        ("temperature", 0.0),
     ):
         nums[col] = nums[col].fillna(default)
     for col in _INT_COLUMNS:
@@ -248,7 +303,7 @@ def normalise_scenarios(
             col,
             lambda i, v=v: f"{v[i]:g} must be a whole number",
         )
-    for col in ("num_gpus", "batch_size", "output_len"):
+    for col in ("num_gpus", "batch_size", "output_len", "draft_context_len"):
         check.fail_where(nums[col].to_numpy() < 1, col, "must be at least 1")
     util = nums["gpu_memory_utilization"].to_numpy()
     check.fail_where(
@@ -256,6 +311,8 @@ def normalise_scenarios(
         "gpu_memory_utilization",
         lambda i: f"{util[i]:g} must be in (0, 1]",
     )
+    temperature = nums["temperature"].to_numpy()
+    check.fail_where(temperature < 0, "temperature", lambda i: f"{temperature[i]:g} is negative")
     price = nums["gpu_hourly_usd"].to_numpy()
     check.fail_where(price < 0, "gpu_hourly_usd", lambda i: f"{price[i]:g} is negative")
 
@@ -305,7 +362,8 @@ def normalise_scenarios(
     for col, series in nums.items():
         df[col] = series.to_numpy()
     for col in _INT_COLUMNS:
-        df[col] = df[col].astype(np.int64)
+        if col != "draft_context_len":  # optional: NaN means the full context
+            df[col] = df[col].astype(np.int64)
     catalog_price = df["gpu"].map(
         {
             g: (s.price_usd_per_hr if s.price_usd_per_hr is not None else np.nan)
@@ -327,6 +385,7 @@ def normalise_scenarios(
         ("method", METHODS),
         ("weight_dtype", WEIGHT_DTYPES),
         ("kv_dtype", KV_DTYPES),
+        ("serving", SERVING_MODES),
     ):
         df[col] = df[col].cat.set_categories(list(known))
     return df, positions

@@ -11,6 +11,7 @@ import pytest
 from simulator import predict
 from simulator.calibration import Calibration, match_gpu_id
 from simulator.catalog import default_models
+from simulator.defaults import DEFAULTS
 from simulator.latency import ModelArrays, get_model_traffic
 from simulator.profile import SCHEMA, profile_from_dict
 
@@ -84,8 +85,18 @@ def _profile(models=("tiny", "llama-3.2-1b")):
 
 
 def _predict(cal, **row):
-    base = dict(gpu="cpu", weight_dtype="fp32", kv_dtype="bf16", prompt_len=100, output_len=56)
-    return predict(pd.DataFrame([{**base, **row}]), calibration=cal).iloc[0]
+    # The isolated step of a bare loop of forwards: what the profile measured, no engine.
+    base = dict(
+        gpu="cpu",
+        weight_dtype="fp32",
+        kv_dtype="bf16",
+        prompt_len=100,
+        output_len=56,
+        serving="decode_only",
+    )
+    return predict(
+        pd.DataFrame([{**base, **row}]), calibration=cal, defaults=DEFAULTS.without_engine()
+    ).iloc[0]
 
 
 def test_fit_recovers_the_roofline():
@@ -130,7 +141,9 @@ def test_speculative_row_uses_measured_draft_and_verify():
     t5 = _truth("llama-3.2-1b", 4, 5, 128)
     d1 = _truth("tiny", 4, 1, 128)
     assert row["spec_step_ms"] == pytest.approx(4 * d1 + t5 + 0.30)
-    assert row["speedup"] == pytest.approx(row["tau"] * t1 / (4 * d1 + t5 + 0.30))
+    assert row["baseline_step_ms"] == pytest.approx(t1)
+    # The synthetic pair does not share a tokenizer: priced, but it cannot run.
+    assert "tokenizers differ" in row["status"] and np.isnan(row["speedup"])
 
 
 def test_other_devices_untouched():

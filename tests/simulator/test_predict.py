@@ -6,6 +6,7 @@ import pytest
 
 from simulator import InputError, predict
 from simulator.catalog import default_gpus, default_models
+from simulator.defaults import DEFAULTS
 from simulator.memory import get_kv_bytes_per_token
 from simulator.specs import DTYPE_BYTES
 
@@ -30,14 +31,23 @@ def test_kv_bytes_deepseek_v3_mla():
 def test_speedup_approaches_but_never_exceeds_tau_at_batch_1():
     # n-gram drafts cost nothing on the GPU; at batch 1 verifying K+1 tokens is still
     # memory-bound, so the speedup comes within a few percent of tau and never above.
-    row = _one(
-        target="llama-3.1-8b",
-        gpu="h100-sxm",
-        method="ngram",
-        k=4,
-        acceptance_rate=0.8,
-        batch_size=1,
-    )
+    # (The isolated decode step of a bare loop: no engine costs, no prefill.)
+    row = predict(
+        pd.DataFrame(
+            [
+                dict(
+                    target="llama-3.1-8b",
+                    gpu="h100-sxm",
+                    method="ngram",
+                    k=4,
+                    acceptance_rate=0.8,
+                    batch_size=1,
+                    serving="decode_only",
+                )
+            ]
+        ),
+        defaults=DEFAULTS.without_engine(),
+    ).iloc[0]
     assert row["tau"] == pytest.approx(3.3616)
     assert row["speedup"] <= row["tau"]
     assert row["speedup"] > 0.9 * row["tau"]
@@ -52,7 +62,8 @@ def test_baseline_never_beats_bandwidth_over_weights():
         for w in ("bf16", "fp8")
     ]
     out = predict(pd.DataFrame(rows))
-    for _, r in out.iterrows():
+    assert out["baseline_tok_s"].notna().sum() > 20
+    for _, r in out[out["status"] == "ok"].iterrows():
         limit = (
             gpus[r["gpu"]].hbm_bandwidth_gbps
             * 1e9
@@ -83,7 +94,9 @@ def test_70b_tp4_speedup_falls_with_batch_and_crosses_below_one():
     out = predict(table)
     speedup = out["speedup"].to_numpy()
     assert speedup[0] > 1.5
-    assert np.all(np.diff(speedup) < 0), speedup
+    # Falls with every doubling until max_num_seqs (256) caps the batch that runs.
+    assert np.all(np.diff(speedup[:-1]) < 0), speedup
+    assert out["effective_batch_spec"].iloc[-1] == 256 and speedup[-1] == speedup[-2]
     assert speedup[-1] < 1.0
     crossover = int(out.loc[out["speedup"] < 1.0, "batch_size"].iloc[0])
     print(f"crossover batch for 70B/1B K=5 alpha=0.7 on 4xH100: {crossover}")
@@ -130,9 +143,8 @@ def test_warnings():
         acceptance_rate=0.4,
     )
     w = row["warnings"]
-    assert "tokenizers differ" in w and "K above 8" in w and "acceptance below" in w
-    big = _one(target="llama-3.1-405b", gpu="l4")
-    assert "does not fit" in big["warnings"] and not big["fits"]
+    assert "K above 8" in w and "acceptance below" in w
+    assert "tokenizers differ" in row["status"] and np.isnan(row["speedup"])
 
 
 def test_three_acceptance_forms_agree():

@@ -1,0 +1,184 @@
+"""Scoring the model against published measurements (`data/validation/published.csv`).
+
+Each row of the published set is a scenario (the simulator's own input columns) plus the
+speedup a source measured for it, the source and the citation, and the assumptions made
+where the source left something out. Rows the simulator cannot represent stay in the
+file with `scored` false and the reason in `excluded_reason`, so the set shows what was
+left out and why.
+
+Error = predicted speedup / published speedup - 1 (positive: the model is optimistic).
+Rows are bucketed by batch: the `batch_size` of a closed-loop row, the mean concurrency
+the model solves for an open-loop (`request_rate`) row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from simulator.defaults import DEFAULTS, ModelDefaults
+from simulator.errors import InputError
+from simulator.predict import predict
+from simulator.scenarios import INPUT_COLUMNS
+
+REQUIRED = ("case_id", "source_id", "citation", "published_speedup", "scored")
+BATCH_BUCKETS = ((1, 1, "1"), (2, 16, "2-16"), (17, np.inf, ">16"))
+"""(low, high, label), inclusive: the buckets the issue of record asks errors by."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Median absolute and signed errors of one scoring run (fractions, not percent)."""
+
+    cases: int
+    median_abs_error: float
+    signed_median: float
+    by_batch: pd.DataFrame
+    by_method: pd.DataFrame
+    by_source: pd.DataFrame
+    reversals: pd.DataFrame
+    """Published speedups below 1 and what the model predicted for them."""
+
+
+def load_published(path) -> pd.DataFrame:
+    """Read the published set; refuse a file without the columns scoring needs."""
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except FileNotFoundError:
+        raise InputError("file not found", file=str(path)) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"not a readable CSV file ({exc})", file=str(path)) from None
+    table.columns = [str(c).strip() for c in table.columns]
+    for col in REQUIRED:
+        if col not in table.columns:
+            raise InputError("missing required column", file=str(path), field=col)
+    speedup = pd.to_numeric(table["published_speedup"], errors="coerce")
+    scored = table["scored"].astype(str).str.strip().str.lower()
+    bad_flag = ~scored.isin(["true", "false"])
+    if bad_flag.any():
+        row = int(np.argmax(bad_flag.to_numpy()))
+        raise InputError("must be true or false", file=str(path), row=row + 1, field="scored")
+    table["scored"] = scored.eq("true")
+    bad = table["scored"] & ~(speedup > 0)
+    if bad.any():
+        row = int(np.argmax(bad.to_numpy()))
+        raise InputError(
+            "a scored row needs a positive published speedup",
+            file=str(path),
+            row=row + 1,
+            field="published_speedup",
+        )
+    table["published_speedup"] = speedup
+    return table
+
+
+def score(
+    published: pd.DataFrame,
+    *,
+    gpus=None,
+    models=None,
+    defaults: ModelDefaults = DEFAULTS,
+    source: str = "published",
+) -> pd.DataFrame:
+    """One row per scored case: prediction, publication and error."""
+    rows = published[published["scored"]].reset_index(drop=True)
+    scenario = rows[[c for c in INPUT_COLUMNS if c in rows.columns]]
+    pred = predict(scenario, gpus=gpus, models=models, defaults=defaults, source=source)
+    open_loop = pred["request_rate"].notna().to_numpy()
+    batch = np.where(
+        open_loop, pred["effective_batch_baseline"].to_numpy(), pred["batch_size"].to_numpy()
+    )
+    out = pd.DataFrame(
+        {
+            "case_id": rows["case_id"],
+            "source_id": rows["source_id"],
+            "engine": rows.get("engine", pd.Series([""] * len(rows))),
+            "method": pred["method"].astype(str),
+            "target": pred["target"].astype(str),
+            "gpu": pred["gpu"].astype(str),
+            "num_gpus": pred["num_gpus"],
+            "batch_size": batch,
+            "request_rate": pred["request_rate"],
+            "serving": pred["serving"].astype(str),
+            "tau": pred["tau"],
+            "predicted_speedup": pred["speedup"],
+            "published_speedup": rows["published_speedup"].astype(float),
+            "status": pred["status"].astype(str),
+        }
+    )
+    out["batch_bucket"] = _bucket(out["batch_size"].to_numpy())
+    out["error"] = out["predicted_speedup"] / out["published_speedup"] - 1.0
+    out["abs_error"] = out["error"].abs()
+    out["citation"] = rows["citation"]
+    return out
+
+
+def _bucket(batch: np.ndarray) -> np.ndarray:
+    labels = np.full(batch.shape, "", dtype=object)
+    rounded = np.round(batch)
+    for lo, hi, label in BATCH_BUCKETS:
+        labels[(rounded >= lo) & (rounded <= hi)] = label
+    labels[rounded < 1] = "1"
+    return labels
+
+
+def _group(errors: pd.DataFrame, key: str) -> pd.DataFrame:
+    g = errors.groupby(key, sort=True)
+    return pd.DataFrame(
+        {
+            "cases": g.size(),
+            "median_abs_error": g["abs_error"].median(),
+            "signed_median": g["error"].median(),
+            "max_abs_error": g["abs_error"].max(),
+        }
+    )
+
+
+def summarise(errors: pd.DataFrame) -> Summary:
+    """Median errors overall and by batch bucket, method and source; the reversals."""
+    ok = errors[errors["predicted_speedup"].notna()]
+    reversals = errors.loc[
+        errors["published_speedup"] < 1.0,
+        ["case_id", "batch_size", "published_speedup", "predicted_speedup"],
+    ]
+    buckets = _group(ok, "batch_bucket").reindex([b[2] for b in BATCH_BUCKETS]).dropna(how="all")
+    return Summary(
+        cases=len(ok),
+        median_abs_error=float(ok["abs_error"].median()),
+        signed_median=float(ok["error"].median()),
+        by_batch=buckets,
+        by_method=_group(ok, "method"),
+        by_source=_group(ok, "source_id"),
+        reversals=reversals.reset_index(drop=True),
+    )
+
+
+def format_summary(s: Summary) -> str:
+    """The summary as plain text tables, percentages to one decimal."""
+
+    def table(df: pd.DataFrame, name: str) -> str:
+        show = df.copy()
+        for col in ("median_abs_error", "max_abs_error"):
+            show[col] = [f"{100 * v:.1f}%" for v in show[col]]
+        show["signed_median"] = [f"{100 * v:+.1f}%" for v in show["signed_median"]]
+        show["cases"] = show["cases"].astype(int)
+        return f"by {name}:\n" + show.to_string() + "\n"
+
+    lines = [
+        f"cases scored: {s.cases}",
+        f"median |error| of predicted speedup: {100 * s.median_abs_error:.1f}%",
+        f"signed median (bias; + is optimistic): {100 * s.signed_median:+.1f}%",
+        "",
+        table(s.by_batch, "batch"),
+        table(s.by_method, "method"),
+        table(s.by_source, "source"),
+    ]
+    if len(s.reversals):
+        below = (s.reversals["predicted_speedup"] < 1.1).sum()
+        lines.append(
+            f"published reversals (speedup < 1): {len(s.reversals)}, predicted below 1.1: {below}"
+        )
+        lines.append(s.reversals.to_string(index=False))
+    return "\n".join(lines)
