@@ -288,10 +288,14 @@ class Calibration:
     ) -> Hardware:
         """Per-row hardware whose efficiency-scaled roofline equals the fitted one."""
         bw, tf = hw.bw_gbps.astype(float).copy(), hw.tflops.astype(float).copy()
+        sharp = np.broadcast_to(np.asarray(hw.sharpness, dtype=float), bw.shape).copy()
         for rows, fit in self._fit_rows(gpu_ids, model_ids):
             bw[rows] = fit.bandwidth_gbps / d.bandwidth_efficiency
             tf[rows] = fit.tflops / d.compute_efficiency
-        return Hardware(bw_gbps=bw, tflops=tf, link_gbps=hw.link_gbps, num_gpus=hw.num_gpus)
+            sharp[rows] = np.inf  # the fit is a max() roofline
+        return Hardware(
+            bw_gbps=bw, tflops=tf, link_gbps=hw.link_gbps, num_gpus=hw.num_gpus, sharpness=sharp
+        )
 
     def overhead_ms(self, gpu_ids, layers, default: float, model_ids=None) -> np.ndarray:
         """Fixed cost per forward: the fitted o0 + o1 * layers on calibrated devices."""

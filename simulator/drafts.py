@@ -96,12 +96,12 @@ def get_draft_step_ms(
 
     `draft_model_step_ms`, when given, replaces the roofline of one draft-model decode
     step (a measured profile supplies it); `head_overhead_ms` the fixed cost of one head
-    forward (default: the draft forward overhead). `draft_model_round_ms`, where not NaN,
+    forward (default: `head_forward_overhead_ms`). `draft_model_round_ms`, where not NaN,
     replaces a draft model's K steps by their measured in-loop total
     (`Calibration.draft_round_ms`).
     """
     head_overhead = (
-        d_defaults.draft_forward_overhead_ms
+        d_defaults.head_forward_overhead_ms
         if head_overhead_ms is None
         else np.asarray(head_overhead_ms)
     )
@@ -138,7 +138,7 @@ def get_draft_step_ms(
         + 4.0 * b * np.asarray(context_len) * t.num_attention_heads * t.head_dim
     ) / tp
     head_step = (
-        get_roofline_ms(head_bytes, head_flops, hw.bw_gbps, hw.tflops, d_defaults)
+        get_roofline_ms(head_bytes, head_flops, hw.bw_gbps, hw.tflops, d_defaults, hw.sharpness)
         + get_allreduce_ms(tp, 2.0, b, h, hw.link_gbps, d_defaults)
         + head_overhead
     )
@@ -150,6 +150,7 @@ def get_draft_step_ms(
             hw.bw_gbps,
             hw.tflops,
             d_defaults,
+            hw.sharpness,
         )
         + head_overhead
     )
@@ -163,14 +164,6 @@ def get_draft_step_ms(
         [draft_model_round, k * head_step, medusa_step],
         0.0,
     )
-
-
-def get_draft_forwards(method, k) -> np.ndarray:
-    """Draft forwards per speculative round: K for a draft model or an EAGLE/MTP head (one
-    autoregressive step per proposal), one for Medusa's parallel heads, none for n-grams."""
-    m = method_masks(method)
-    k = np.asarray(k, dtype=float)
-    return np.select([m["draft_model"] | m["eagle"] | m["mtp"], m["medusa"]], [k, 1.0], 0.0)
 
 
 def get_draft_prefill_ms(

@@ -134,11 +134,26 @@ def get_allreduce_ms(
     return np.where(tp > 1, np.asarray(num_allreduces) * per_op_s * 1e3, 0.0)
 
 
-def get_roofline_ms(bytes_per_gpu, flops_per_gpu, bw_gbps, tflops, d: ModelDefaults = DEFAULTS):
-    """max(memory time, compute time) in milliseconds for one GPU."""
-    mem_s = np.asarray(bytes_per_gpu) / (d.bandwidth_efficiency * np.asarray(bw_gbps) * 1e9)
-    cmp_s = np.asarray(flops_per_gpu) / (d.compute_efficiency * np.asarray(tflops) * 1e12)
-    return np.maximum(mem_s, cmp_s) * 1e3
+def get_roofline_ms(
+    bytes_per_gpu, flops_per_gpu, bw_gbps, tflops, d: ModelDefaults = DEFAULTS, sharpness=np.inf
+):
+    """Memory time and compute time of one GPU combined, in milliseconds.
+
+    `(mem^n + cmp^n)^(1/n)` with n = `sharpness`: infinity is the textbook max(), 1 is
+    their sum. Real kernels near the ridge point neither fully overlap their loads with
+    their math nor run either at peak, so a finite n prices the transition from
+    memory- to compute-bound (where a verify of B*(K+1) tokens lands) above the max().
+    """
+    mem = np.asarray(bytes_per_gpu) / (d.bandwidth_efficiency * np.asarray(bw_gbps) * 1e9)
+    cmp = np.asarray(flops_per_gpu) / (d.compute_efficiency * np.asarray(tflops) * 1e12)
+    hi, lo = np.maximum(mem, cmp), np.minimum(mem, cmp)
+    n = np.asarray(sharpness, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(hi > 0, lo / np.where(hi > 0, hi, 1.0), 0.0)
+        blend = np.where(
+            np.isinf(n), 1.0, (1.0 + ratio ** np.where(np.isinf(n), 1.0, n)) ** (1.0 / n)
+        )
+    return hi * blend * 1e3
 
 
 @dataclass(frozen=True)
@@ -149,6 +164,8 @@ class Hardware:
     tflops: np.ndarray
     link_gbps: np.ndarray
     num_gpus: np.ndarray
+    sharpness: np.ndarray | float = np.inf
+    """How sharply kernels turn from memory- to compute-bound (`get_roofline_ms`)."""
 
 
 def get_model_traffic(
@@ -192,6 +209,6 @@ def get_model_step_ms(
     nbytes, flops = get_model_traffic(
         m, batch, query_len, context_len, weight_bytes, kv_bytes, hw.num_gpus
     )
-    compute = get_roofline_ms(nbytes, flops, hw.bw_gbps, hw.tflops, d)
+    compute = get_roofline_ms(nbytes, flops, hw.bw_gbps, hw.tflops, d, hw.sharpness)
     comm = get_allreduce_ms(hw.num_gpus, 2.0 * m.num_layers, tokens, m.hidden_size, hw.link_gbps, d)
     return compute + comm + np.asarray(overhead_ms)

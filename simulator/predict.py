@@ -182,6 +182,7 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
         tflops=np.where(is_fp8, fp8_tflops, bf16_tflops),
         link_gbps=np.array([g.interconnect_gbps for g in g_specs])[g_idx],
         num_gpus=sc["num_gpus"].to_numpy(dtype=float),
+        sharpness=defaults.roofline_sharpness,
     )
     memory_gb = np.array([g.memory_gb for g in g_specs])[g_idx]
 
@@ -267,7 +268,8 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
 
     # Step times: roofline, or the profile's fit and measurements on a profiled device.
     over_t = defaults.forward_overhead_ms
-    over_d = over_head = defaults.draft_forward_overhead_ms
+    over_d = defaults.draft_forward_overhead_ms
+    over_head = defaults.head_forward_overhead_ms
     hw_d = hw
     if calibration is not None:
         target_ids, draft_ids, gpu_ids = (_strings(sc[c]) for c in ("target", "draft", "gpu"))
@@ -279,7 +281,7 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
         over_head = calibration.overhead_ms(gpu_ids, 1.0, over_head, target_ids)
     in_steady = _masks(sc["serving"], ("steady",))["steady"]
     sampled = sc["temperature"].to_numpy(dtype=float) > 0
-    draft_forwards = drafts.get_draft_forwards(method, k)
+    draft_forwards = np.where(method["draft_model"], k, 0.0)
 
     def spec_prefill_ms(tokens):
         """Prefill time per speculative step: the target's and the draft's."""

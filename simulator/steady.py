@@ -100,8 +100,10 @@ def get_engine_round_ms(
 ):
     """Host and sampler cost a speculative round adds over a plain step, in ms.
 
-    A cost per draft forward (each of the K proposals of a draft model or an EAGLE/MTP
-    head is its own launch and synchronisation), a cost per round (rejection sampler
+    A host cost per forward of a separate draft model (each of its K proposals is its own
+    scheduling, input preparation and synchronisation; an EAGLE/MTP/Medusa head runs
+    inside the target's model runner and its fixed cost is `head_forward_overhead_ms`),
+    a cost per round (rejection sampler
     launch, KV bookkeeping, draft-token handling), and when sampling, the rejection
     sampler's passes over the vocabulary for B*(K+1) positions at fp32:
     `passes * B * (K+1) * V * 4 bytes / (eta_bw * BW)` split across the GPUs.
