@@ -108,13 +108,29 @@ def speedup_vs_k(df: pd.DataFrame, *, highlight: str | None = None) -> go.Figure
     return layout(fig, "Speedup against K", "K (speculative tokens per step)", "speedup (x)")
 
 
-def speedup_vs_batch(df: pd.DataFrame, *, crossover: float | None = None) -> go.Figure:
+def speedup_vs_batch(
+    df: pd.DataFrame, *, crossover: float | None = None, band: pd.DataFrame | None = None
+) -> go.Figure:
     """Speedup against batch size (log axis), one line per curve, the crossover marked.
 
     `df` columns: curve, batch_size, speedup, k. The first curve is the main one, whose
-    `crossover` (see `crossover_batch`) gets a vertical line and a label.
+    `crossover` (see `crossover_batch`) gets a vertical line and a label. `band` (columns
+    batch_size, low, high) shades the typical error around it.
     """
     fig = go.Figure()
+    if band is not None and len(band):
+        band = band.sort_values("batch_size")
+        fig.add_trace(
+            go.Scatter(
+                x=np.concatenate([band["batch_size"], band["batch_size"][::-1]]),
+                y=np.concatenate([band["high"], band["low"][::-1]]),
+                fill="toself",
+                fillcolor="rgba(99, 110, 250, 0.15)",
+                line={"width": 0},
+                name="typical error",
+                hoverinfo="skip",
+            )
+        )
     for i, (curve, rows) in enumerate(df.groupby("curve", sort=False)):
         rows = rows.sort_values("batch_size")
         fig.add_trace(

@@ -213,3 +213,37 @@ def best_k(scenario_base: dict, batch: int, k_values) -> int:
     rows = pd.DataFrame([{**scenario_base, "k": k, "batch_size": batch} for k in k_values])
     grid = run_predict(rows)
     return int(grid.loc[grid["speedup"].idxmax(), "k"])
+
+
+PUBLISHED_CSV = DATA_DIR / "validation" / "published.csv"
+
+
+@st.cache_data(show_spinner=False)
+def published_errors() -> pd.DataFrame:
+    """The model scored against the published development set (`simulator.published`)."""
+    from simulator.published import load_published, score
+
+    return score(load_published(PUBLISHED_CSV), source=str(PUBLISHED_CSV))
+
+
+def published_error_band(batches, speedups) -> pd.DataFrame | None:
+    """speedup x (1 -/+ the median |error| of the published cases in each batch's bucket);
+    a bucket without scored cases uses the median over all of them."""
+    from simulator.published import BATCH_BUCKETS
+
+    try:
+        errors = published_errors()
+    except (InputError, OSError):
+        return None
+    ok = errors[errors["predicted_speedup"].notna()]
+    if not len(ok):
+        return None
+    overall = float(ok["abs_error"].median())
+    by_bucket = ok.groupby("batch_bucket")["abs_error"].median().to_dict()
+    b = np.asarray(batches, dtype=float)
+    width = np.full(b.shape, overall)
+    for lo, hi, label in BATCH_BUCKETS:
+        if label in by_bucket:
+            width[(b >= lo) & (b <= hi)] = by_bucket[label]
+    s = np.asarray(speedups, dtype=float)
+    return pd.DataFrame({"batch_size": b, "low": s * (1 - width), "high": s * (1 + width)})

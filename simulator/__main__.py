@@ -101,6 +101,12 @@ def cmd_validate(args) -> int:
     errors = score(load_published(args.published), gpus=gpus, models=models, source=args.published)
     _write_atomically(errors, args.out)
     print(format_summary(summarise(errors)))
+    if args.ablation:
+        from simulator.published import ablation
+
+        table = ablation(load_published(args.published))
+        print("\nmedian |error| with one term switched off (rows) by source (columns):")
+        print((100 * table).round(1).to_string())
     print(f"wrote {len(errors)} scored cases to {args.out}", file=sys.stderr)
     return 0
 
@@ -158,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         "--published", required=True, help="published set, e.g. data/validation/published.csv"
     )
     v.add_argument("--out", required=True, help="errors per case (CSV)")
+    v.add_argument(
+        "--ablation",
+        action="store_true",
+        help="also score with each term of the serving model switched off, one at a time",
+    )
     v.add_argument("--gpus", default=str(GPUS_CSV), help="GPU catalog CSV")
     v.add_argument("--models", default=str(MODELS_CSV), help="model catalog CSV")
     v.set_defaults(func=cmd_validate)

@@ -102,6 +102,7 @@ def score(
             "batch_size": batch,
             "request_rate": pred["request_rate"],
             "serving": pred["serving"].astype(str),
+            "k": pred["k"],
             "tau": pred["tau"],
             "predicted_speedup": pred["speedup"],
             "published_speedup": rows["published_speedup"].astype(float),
@@ -182,3 +183,40 @@ def format_summary(s: Summary) -> str:
         )
         lines.append(s.reversals.to_string(index=False))
     return "\n".join(lines)
+
+
+ABLATIONS: dict[str, dict] = {
+    "the model as fitted": {},
+    "no steady-state prefill (every row decode_only)": {"serving": "decode_only"},
+    "no engine host costs": {"defaults": "without_engine"},
+    "max() roofline (sharpness inf)": {"roofline_sharpness": float("inf")},
+    "draft and head forwards at 0.25 ms": {
+        "draft_forward_overhead_ms": 0.25,
+        "head_forward_overhead_ms": 0.25,
+    },
+    "efficiencies 0.8 / 0.6 (before the fit)": {
+        "bandwidth_efficiency": 0.8,
+        "compute_efficiency": 0.6,
+    },
+}
+"""Each term of the serving model switched off (or back to its value before the fit), one
+at a time: which term moves which source."""
+
+
+def ablation(published: pd.DataFrame, defaults: ModelDefaults = DEFAULTS) -> pd.DataFrame:
+    """Median |error| per source and overall, one row per entry of `ABLATIONS`."""
+    rows = {}
+    for name, change in ABLATIONS.items():
+        table, d = published, defaults
+        change = dict(change)
+        if change.pop("serving", None):
+            table = published.assign(serving="decode_only")
+        if change.pop("defaults", None):
+            d = d.without_engine()
+        if change:
+            d = d.replace(**change)
+        errors = score(table, defaults=d)
+        ok = errors[errors["predicted_speedup"].notna()]
+        by = ok.groupby("source_id")["abs_error"].median()
+        rows[name] = {"all": ok["abs_error"].median(), "signed": ok["error"].median(), **by}
+    return pd.DataFrame(rows).T

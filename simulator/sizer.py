@@ -88,9 +88,10 @@ def size(
     if slo_tok_s_per_user is not None:
         meets &= per_user >= slo_tok_s_per_user
     grid["meets_slo"] = meets
-    grid["usable"] = meets & grid["fits"].to_numpy(dtype=bool)
+    runs = np.isfinite(grid["spec_tok_s"].to_numpy(dtype=float))  # not a "cannot run" row
+    grid["usable"] = meets & grid["fits"].to_numpy(dtype=bool) & runs
 
-    idx = grid.groupby("batch_size")["spec_tok_s"].idxmax()
+    idx = grid["spec_tok_s"].fillna(-np.inf).groupby(grid["batch_size"]).idxmax()
     best = grid.loc[
         idx, ["batch_size", "k", "speedup", "spec_tpot_ms", "spec_tok_s", "fits", "meets_slo"]
     ].rename(columns={"k": "best_k"})

@@ -102,7 +102,8 @@ try:
         frame, labels = _curve_rows(list(K_CHART), [batch])
         k_grid = sim.run_predict(frame).assign(curve=labels)
         mine = k_grid[(k_grid["curve"] == labels[0]) & k_grid["k"].isin(K_SEARCH)]
-        best_here = int(mine.loc[mine["speedup"].idxmax(), "k"])
+        runs = mine["speedup"].notna()
+        best_here = int(mine.loc[mine["speedup"].idxmax(), "k"]) if runs.any() else K_SEARCH[0]
         k = best_here if k_choice == "best" else int(k_choice)
         main = sim.run_predict(pd.DataFrame([scenario.row(k, batch)]))
         batches = sorted({*DEFAULT_BATCHES, batch})
@@ -123,6 +124,11 @@ st.session_state["roi_row"] = {**row, "payback_months": payback}
 
 if not scenario.speculative:
     st.info("Method 'none' is the baseline: choose a method in the sidebar to see the gain.")
+if row["status"] != "ok":
+    # A setup that cannot run gets no numbers: the reason in place of the metrics.
+    st.error(row["status"], icon=":material/block:")
+    widgets.checklist_panel(row, horizontal=True)
+    st.stop()
 if not bool(row["fits"]):
     st.warning(f"Does not fit: {row['warnings'] or 'batch exceeds the KV cache'}.")
 
@@ -204,14 +210,22 @@ if k_grid is not None:
         k_grid[["curve", "k", "speedup"]], highlight=str(k_grid["curve"].iloc[0])
     )
     c1.plotly_chart(k_fig, key="roi_speedup_k")
-    best = b_grid.loc[b_grid.groupby("batch_size")["speedup"].idxmax()]
+    ranked = b_grid["speedup"].fillna(-math.inf)
+    best = b_grid.loc[ranked.groupby(b_grid["batch_size"]).idxmax()]
     curves = [best.assign(curve="best K per batch")]
     if k_choice != "best":
         curves.insert(0, b_grid[b_grid["k"] == k].assign(curve=f"K={k}"))
     b_df = pd.concat(curves)[["curve", "batch_size", "speedup", "k"]]
     main_curve = b_df[b_df["curve"] == b_df["curve"].iloc[0]]
     cross = figures.crossover_batch(main_curve["batch_size"], main_curve["speedup"])
-    c2.plotly_chart(figures.speedup_vs_batch(b_df, crossover=cross), key="roi_speedup_batch")
+    band = sim.published_error_band(main_curve["batch_size"], main_curve["speedup"])
+    c2.plotly_chart(
+        figures.speedup_vs_batch(b_df, crossover=cross, band=band), key="roi_speedup_batch"
+    )
+    c2.caption(
+        "Shaded: the model's typical error at each batch, the median |error| against "
+        "published measurements in that batch range (the Validation page has the table)."
+    )
 cost = pd.DataFrame(
     {
         "case": ["baseline", "speculative"],
@@ -253,7 +267,11 @@ with c2:
     st.dataframe(details.round(2), key="roi_details", width="stretch")
     st.caption(
         f"Steps: target {row['target_step_ms']:.2f} ms, draft {row['draft_step_ms']:.2f} ms, "
-        f"verify {row['verify_step_ms']:.2f} ms. Break-even α at this batch: "
+        f"verify {row['verify_step_ms']:.2f} ms; per engine step, prefill "
+        f"{row['prefill_ms_baseline']:.2f} → {row['prefill_ms_spec']:.2f} ms and host "
+        f"{row['engine_ms_baseline']:.2f} → {row['engine_ms_spec']:.2f} ms "
+        f"({row['serving']}); batch running {row['effective_batch_baseline']:.0f} → "
+        f"{row['effective_batch_spec']:.0f}. Break-even α at this batch: "
         f"{row['break_even_alpha']:.2f}. Tokens per step p10/p50/p90: "
         f"{row['tokens_per_step_p10']:.0f}/{row['tokens_per_step_p50']:.0f}/"
         f"{row['tokens_per_step_p90']:.0f}."

@@ -9,8 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from app import figures_validation as fv
-from app import widgets
+from app import sim, widgets
 from simulator.errors import InputError
+from simulator.published import summarise
 
 VALIDATION_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
 MAX_UPLOAD_MB = max(1, fv.MAX_CSV_BYTES // (1024 * 1024))
@@ -28,105 +29,154 @@ def _bundled() -> dict[str, Path]:
 
 
 st.title("Validation")
-st.caption(
-    "SpecPlan checks itself: `python -m profiler validate` runs real speculative decoding "
-    "with a small trained byte-level draft/target pair on the machine, measures the speedup "
-    "over plain decoding, profiles the same two models and asks the simulator for its "
-    "prediction at every point, using the acceptance measured there. Points on the dashed "
-    "line are predicted exactly; the grey cone is ±10%."
-)
+published_tab, machine_tab = st.tabs(["Published measurements", "Real runs on this machine"])
 
-bundled = _bundled()
-upload = st.file_uploader(
-    "Upload a validation CSV (`<device>_validation.csv`)",
-    type=["csv"],
-    max_upload_size=MAX_UPLOAD_MB,
-    key="validation_upload",
-    help="Read as data only: CSV text, checked column by column.",
-)
-df = None
-source = ""
-if upload is not None:
+with published_tab:
+    st.caption(
+        "The model against speedups that vLLM, SGLang and research engines published "
+        "(`data/validation/published.csv`: each case cites its source, table and line, "
+        "and states what the source left out). One set of defaults for every case; "
+        "`python -m simulator validate --published data/validation/published.csv --out "
+        "errors.csv` reproduces this table. Error = predicted / published - 1."
+    )
     try:
-        df = _parse(upload.getvalue(), upload.name)
-        source = f"uploaded: {upload.name}"
-    except InputError as exc:
-        widgets.show_error(exc, "Rejected")
-if df is None and bundled:
-    choice = st.selectbox("Bundled validation", list(bundled), key="validation_bundled")
-    try:
-        df = _parse(bundled[choice].read_bytes(), f"data/validation/{choice}")
-        source = f"bundled: data/validation/{choice}"
-    except InputError as exc:
-        widgets.show_error(exc, "Bundled file rejected")
-if df is None:
-    st.info(
-        "No validation data: nothing under data/validation/ and nothing uploaded. Run "
-        "`python -m profiler validate` and upload `data/validation/cpu_validation.csv`."
+        errors = sim.published_errors()
+    except (InputError, OSError) as exc:
+        st.error(f"Published set unreadable: {exc}", icon=":material/error:")
+        errors = None
+    if errors is not None:
+        summary = summarise(errors)
+        below = int((summary.reversals["predicted_speedup"] < 1.1).sum())
+        p1, p2, p3, p4 = st.columns(4)
+        p1.metric("published cases scored", summary.cases)
+        p2.metric("median |error| vs published", f"{summary.median_abs_error:.1%}")
+        p3.metric("signed median", f"{summary.signed_median:+.1%}", help="+ means optimistic")
+        p4.metric(
+            "reversals caught",
+            f"{below} of {len(summary.reversals)}",
+            help="Published speedups below 1 that the model predicts below 1.1.",
+        )
+        shown = errors.rename(columns={"published_speedup": "measured_speedup"}).assign(
+            mode=errors["source_id"], workload=errors["method"], batch=errors["batch_size"]
+        )
+        st.plotly_chart(fv.predicted_vs_measured(shown), key="published_scatter")
+        for title, table in (
+            ("By batch", summary.by_batch),
+            ("By method", summary.by_method),
+            ("By source", summary.by_source),
+        ):
+            st.markdown(f"**{title}**")
+            st.dataframe(table.round(3), key=f"published_{title.split()[-1]}")
+        st.download_button(
+            "Download the errors per case (CSV)",
+            errors.to_csv(index=False).encode(),
+            file_name="published_errors.csv",
+            mime="text/csv",
+            key="published_download",
+        )
+        with st.expander("Every scored case"):
+            st.dataframe(errors, hide_index=True, key="published_all")
+
+with machine_tab:
+    st.caption(
+        "SpecPlan checks itself: `python -m profiler validate` runs real speculative decoding "
+        "with a small trained byte-level draft/target pair on the machine, measures the speedup "
+        "over plain decoding, profiles the same two models and asks the simulator for its "
+        "prediction at every point, using the acceptance measured there. Points on the dashed "
+        "line are predicted exactly; the grey cone is ±10%."
     )
-    st.stop()
 
-modes = list(dict.fromkeys(df["mode"]))
-workloads = list(dict.fromkeys(df["workload"]))
-c1, c2, c3 = st.columns(3)
-pick_modes = c1.multiselect("Decoding", modes, default=modes, key="validation_modes")
-pick_workloads = c2.multiselect(
-    "Workload", workloads, default=workloads, key="validation_workloads"
-)
-batches = sorted(int(b) for b in df["batch"].unique())
-pick_batches = c3.multiselect("Batch", batches, default=batches, key="validation_batches")
-view = df[
-    df["mode"].isin(pick_modes)
-    & df["workload"].isin(pick_workloads)
-    & df["batch"].isin(pick_batches)
-]
-if view.empty:
-    st.warning("No points match the filters.")
-    st.stop()
-
-s = fv.error_summary(view)
-m1, m2, m3, m4 = st.columns(4)
-m1.metric("points", s["points"])
-m2.metric("median |error|", f"{s['median_abs_error']:.1%}")
-m3.metric("90th percentile |error|", f"{s['p90_abs_error']:.1%}")
-m4.metric("inside ±10%", f"{s['within_band']:.0%}")
-ablation = ""
-iso = None
-if "predicted_speedup_isolated_draft" in view:
-    iso_pred = pd.to_numeric(view["predicted_speedup_isolated_draft"], errors="coerce")
-    iso = (iso_pred / view["measured_speedup"] - 1).abs()
-if iso is not None and iso.notna().any():
-    ablation = (
-        f" Without the profile's in-loop draft times (the draft priced as K isolated "
-        f"steps) the median |error| would be {iso.median():.1%}."
+    bundled = _bundled()
+    upload = st.file_uploader(
+        "Upload a validation CSV (`<device>_validation.csv`)",
+        type=["csv"],
+        max_upload_size=MAX_UPLOAD_MB,
+        key="validation_upload",
+        help="Read as data only: CSV text, checked column by column.",
     )
-st.caption(f"Source: {source}. Error = predicted / measured - 1.{ablation}")
+    df = None
+    source = ""
+    if upload is not None:
+        try:
+            df = _parse(upload.getvalue(), upload.name)
+            source = f"uploaded: {upload.name}"
+        except InputError as exc:
+            widgets.show_error(exc, "Rejected")
+    if df is None and bundled:
+        choice = st.selectbox("Bundled validation", list(bundled), key="validation_bundled")
+        try:
+            df = _parse(bundled[choice].read_bytes(), f"data/validation/{choice}")
+            source = f"bundled: data/validation/{choice}"
+        except InputError as exc:
+            widgets.show_error(exc, "Bundled file rejected")
+    if df is None:
+        st.info(
+            "No validation data: nothing under data/validation/ and nothing uploaded. Run "
+            "`python -m profiler validate` and upload `data/validation/cpu_validation.csv`."
+        )
+        st.stop()
 
-st.plotly_chart(fv.predicted_vs_measured(view), key="validation_scatter")
-st.plotly_chart(fv.acceptance_by_position(view), key="validation_acceptance")
-
-worst = view.assign(abs_error=(view["predicted_speedup"] / view["measured_speedup"] - 1).abs())
-cols = [
-    c
-    for c in (
-        "mode",
-        "workload",
-        "batch",
-        "k",
-        "tau_measured",
-        "measured_speedup",
-        "predicted_speedup",
-        "error",
-        "spec_step_ms",
-        "predicted_spec_step_ms",
+    modes = list(dict.fromkeys(df["mode"]))
+    workloads = list(dict.fromkeys(df["workload"]))
+    c1, c2, c3 = st.columns(3)
+    pick_modes = c1.multiselect("Decoding", modes, default=modes, key="validation_modes")
+    pick_workloads = c2.multiselect(
+        "Workload", workloads, default=workloads, key="validation_workloads"
     )
-    if c in worst
-]
-st.subheader("Worst points")
-st.dataframe(
-    worst.sort_values("abs_error", ascending=False)[cols].head(10),
-    hide_index=True,
-    key="validation_worst",
-)
-with st.expander("All points"):
-    st.dataframe(view, hide_index=True, key="validation_all")
+    batches = sorted(int(b) for b in df["batch"].unique())
+    pick_batches = c3.multiselect("Batch", batches, default=batches, key="validation_batches")
+    view = df[
+        df["mode"].isin(pick_modes)
+        & df["workload"].isin(pick_workloads)
+        & df["batch"].isin(pick_batches)
+    ]
+    if view.empty:
+        st.warning("No points match the filters.")
+        st.stop()
+
+    s = fv.error_summary(view)
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("points", s["points"])
+    m2.metric("median |error|", f"{s['median_abs_error']:.1%}")
+    m3.metric("90th percentile |error|", f"{s['p90_abs_error']:.1%}")
+    m4.metric("inside ±10%", f"{s['within_band']:.0%}")
+    ablation = ""
+    iso = None
+    if "predicted_speedup_isolated_draft" in view:
+        iso_pred = pd.to_numeric(view["predicted_speedup_isolated_draft"], errors="coerce")
+        iso = (iso_pred / view["measured_speedup"] - 1).abs()
+    if iso is not None and iso.notna().any():
+        ablation = (
+            f" Without the profile's in-loop draft times (the draft priced as K isolated "
+            f"steps) the median |error| would be {iso.median():.1%}."
+        )
+    st.caption(f"Source: {source}. Error = predicted / measured - 1.{ablation}")
+
+    st.plotly_chart(fv.predicted_vs_measured(view), key="validation_scatter")
+    st.plotly_chart(fv.acceptance_by_position(view), key="validation_acceptance")
+
+    worst = view.assign(abs_error=(view["predicted_speedup"] / view["measured_speedup"] - 1).abs())
+    cols = [
+        c
+        for c in (
+            "mode",
+            "workload",
+            "batch",
+            "k",
+            "tau_measured",
+            "measured_speedup",
+            "predicted_speedup",
+            "error",
+            "spec_step_ms",
+            "predicted_spec_step_ms",
+        )
+        if c in worst
+    ]
+    st.subheader("Worst points")
+    st.dataframe(
+        worst.sort_values("abs_error", ascending=False)[cols].head(10),
+        hide_index=True,
+        key="validation_worst",
+    )
+    with st.expander("All points"):
+        st.dataframe(view, hide_index=True, key="validation_all")

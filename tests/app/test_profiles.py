@@ -126,7 +126,11 @@ def test_chosen_profile_calibrates_the_roi_page(app, profile_json):
     # Context 100 + 56/2 = 128 tokens, batch 8, q 1: a measured point of the profile.
     assert row["latency_source"] == expected["latency_source"] == "target:measured"
     assert row["baseline_tpot_ms"] == pytest.approx(expected["baseline_tpot_ms"])
-    assert row["baseline_tpot_ms"] == pytest.approx(0.25 + 0.01 * 8 * (1 + 128 / 512))
+    # The measured forward, plus the prefill and host cost of a serving engine's step.
+    assert row["target_step_ms"] == pytest.approx(0.25 + 0.01 * 8 * (1 + 128 / 512))
+    assert row["baseline_tpot_ms"] == pytest.approx(
+        row["target_step_ms"] + row["prefill_ms_baseline"] + row["engine_ms_baseline"]
+    )
 
 
 def test_fitted_roofline_line_is_what_predict_uses_beyond_the_grid(profile_json):

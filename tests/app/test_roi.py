@@ -79,7 +79,7 @@ def test_raising_acceptance_moves_the_k_curve_as_the_simulator_says(app, charts)
 def test_fixed_k_batch_curve_and_crossover_follow_the_simulator(app, charts):
     at = app(query={"k": "4"})
     fig = charts(at)["roi_speedup_batch"]
-    main = fig["data"][0]
+    main = next(t for t in fig["data"] if t["name"] != "typical error")
     assert main["name"] == "K=4"
     rows = [
         {**DEFAULT, "acceptance_rate": DEFAULT_ALPHA, "k": 4, "batch_size": b}
@@ -90,6 +90,22 @@ def test_fixed_k_batch_curve_and_crossover_follow_the_simulator(app, charts):
     np.testing.assert_allclose(main["y"], expected["speedup"].to_numpy())
     # Speedup falls with batch (the target step turns compute-bound).
     assert main["y"][-1] < main["y"][0]
+
+
+def test_batch_chart_shades_the_published_error_at_each_batch(app, charts):
+    from simulator.published import load_published, score
+
+    at = app(query={"k": "4"})
+    fig = charts(at)["roi_speedup_batch"]
+    band = next(t for t in fig["data"] if t["name"] == "typical error")
+    main = next(t for t in fig["data"] if t["name"] == "K=4")
+    x, y = np.asarray(band["x"], float), np.asarray(band["y"], float)
+    n = len(x) // 2
+    high = dict(zip(x[:n], y[:n], strict=True))
+    errors = score(load_published("data/validation/published.csv"))
+    above_16 = errors.loc[errors["batch_bucket"] == ">16", "abs_error"].median()
+    at_64 = dict(zip(main["x"], main["y"], strict=True))[64]
+    assert high[64] == pytest.approx(at_64 * (1 + above_16))
 
 
 def test_query_parameters_reproduce_a_scenario(app):
@@ -156,9 +172,13 @@ def test_mismatched_tokenizers_turn_the_checklist_red(app):
     at = app(query={"method": "draft_model", "draft": "qwen2.5-0.5b"})
     assert not at.exception
     assert any(m.value.startswith(":red[") and "Tokenizers" in m.value for m in at.markdown)
+    # A setup that cannot run shows why, and no speedup or payback.
+    assert any("tokenizers differ" in e.value for e in at.error)
+    assert not [m for m in at.metric if m.label in ("Speedup", "Payback")]
 
 
-def test_a_model_that_does_not_fit_warns_and_keeps_running(app):
+def test_a_model_that_does_not_fit_says_so_and_keeps_running(app):
     at = app(query={"target": "deepseek-v3", "method": "mtp", "gpu": "l4", "num_gpus": "1"})
     assert not at.exception
-    assert any("Does not fit" in w.value for w in at.warning)
+    assert any("cannot run" in e.value and "memory" in e.value for e in at.error)
+    assert not [m for m in at.metric if m.label == "Payback"]

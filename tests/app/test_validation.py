@@ -61,3 +61,24 @@ def test_page_states_the_isolated_draft_ablation(app):
     assert not at.exception and not at.error
     assert "would be" not in " ".join(c.value for c in at.caption)
     assert len(at.get("plotly_chart")) >= 2
+
+
+def test_page_scores_the_published_set_as_the_cli_does():
+    from simulator.published import load_published, score, summarise
+
+    at = AppTest.from_file(str(ROOT / "app/streamlit_app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("views/validation.py").run()
+    assert not at.exception
+    expected = summarise(score(load_published(ROOT / "data/validation/published.csv")))
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["published cases scored"] == str(expected.cases)
+    assert metrics["median |error| vs published"] == f"{expected.median_abs_error:.1%}"
+    assert metrics["reversals caught"].endswith(f"of {len(expected.reversals)}")
+    by_source = next(
+        d.value for d in at.dataframe if "magicdec" in d.value.index.astype(str).tolist()
+    )
+    assert by_source["cases"].sum() == expected.cases
+    assert by_source.loc["magicdec", "median_abs_error"] == pytest.approx(
+        expected.by_source.loc["magicdec", "median_abs_error"], abs=1e-3
+    )
