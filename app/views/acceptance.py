@@ -11,9 +11,22 @@ from app.presets import MEASURED
 from app.samples import EXAMPLE_SCRAPE
 from simulator.acceptance import positions_iid
 from simulator.errors import InputError
-from simulator.metrics import MAX_SCRAPE_BYTES, parse_vllm_metrics
+from simulator.metrics import (
+    FROM_DRAFTS,
+    FROM_GIVEN,
+    FROM_POSITIONS,
+    MAX_SCRAPE_BYTES,
+    InconsistentScrape,
+    SpecDecodeMetrics,
+    parse_vllm_metrics,
+)
 
 MAX_UPLOAD_MB = max(1, MAX_SCRAPE_BYTES // (1024 * 1024))
+_K_HELP = {
+    FROM_DRAFTS: "Measured: drafted tokens / drafts in the scrape.",
+    FROM_POSITIONS: "Measured: the number of per-position counters in the scrape.",
+    FROM_GIVEN: "As typed: this scrape does not count drafts or positions.",
+}
 
 st.title("Acceptance from production")
 st.caption(
@@ -36,6 +49,63 @@ def _use_everywhere() -> None:
             st.session_state["method"] = "eagle"
 
 
+def _refuse(exc: InputError) -> None:
+    """One error per problem; the planning pages keep the acceptance they already had."""
+    if isinstance(exc, InconsistentScrape):
+        for problem in exc.problems:
+            st.error(f"Scrape refused: {exc.file}: {problem}", icon=":material/error:")
+    else:
+        widgets.show_error(exc, "Cannot derive acceptance")
+    kept = st.session_state.get(sim.MEASURED_KEY)
+    if kept:
+        st.info(
+            f"The planning pages keep the figures from {kept['source']}: "
+            f"α {kept['alpha']:.3f}, τ {kept['tau']:.3f} at K={kept['k']}."
+        )
+
+
+def _parse(payload: str | bytes, source: str, k: int) -> SpecDecodeMetrics | None:
+    """The scrape's figures, or None (refused, with the reasons shown)."""
+    try:
+        return parse_vllm_metrics(payload, k=k or None, source=source)
+    except InputError as exc:
+        _refuse(exc)
+        return None
+
+
+def _measured(metrics: SpecDecodeMetrics, source: str) -> dict:
+    """What the planning pages read from st.session_state[sim.MEASURED_KEY]."""
+    return {
+        "alpha": float(metrics.alpha),
+        "tau": float(metrics.mean_accepted_tokens),
+        "k": int(metrics.k),
+        "mean_k": float(metrics.mean_k),
+        "per_batch_k": bool(metrics.per_batch_k),
+        "draft_acceptance_rate": float(metrics.draft_acceptance_rate),
+        "acceptance_per_position": metrics.acceptance_per_position,
+        "source": source,
+    }
+
+
+def _k_shown(metrics: SpecDecodeMetrics) -> str:
+    """K as measured: one number, or the schedule's largest and mean under a per-batch K."""
+    if metrics.per_batch_k:
+        return f"≤ {metrics.k} (mean {metrics.mean_k:.2f})"
+    return f"{metrics.k}"
+
+
+def _position_bounds(metrics: SpecDecodeMetrics) -> pd.DataFrame:
+    """Per-batch schedule: the range each position's acceptance lies in."""
+    rates = metrics.per_position_rates or []
+    return pd.DataFrame(
+        {
+            "position": list(range(1, len(rates) + 1)),
+            "at least (used)": rates,
+            "at most": metrics.per_position_upper or rates,
+        }
+    )
+
+
 left, right = st.columns([2, 1])
 text = left.text_area(
     "Scrape (Prometheus text format)",
@@ -51,12 +121,14 @@ upload = right.file_uploader(
     key="scrape_upload",
 )
 k_given = right.number_input(
-    "K the server ran with (only for vLLM V0 scrapes)",
+    "K the server ran with (only for scrapes that cannot tell K)",
     0,
     16,
     0,
     key="scrape_k",
-    help="V1 scrapes count drafts, so K follows from drafted / drafts; leave 0.",
+    help="Used only for vLLM V0 scrapes without per-position counters. V1 scrapes count "
+    "drafts, so K follows from drafted / drafts (or from the per-position counters); a K "
+    "typed here does not override it. Leave 0.",
 )
 right.button("Load an example scrape", on_click=_load_example, key="load_example")
 
@@ -66,25 +138,15 @@ if upload is not None:
 elif text and text.strip():
     source, payload = "pasted scrape", text
 
+
 metrics = None
 if payload is not None:
-    try:
-        metrics = parse_vllm_metrics(payload, k=int(k_given) or None, source=source)
-    except InputError as exc:
-        widgets.show_error(exc, "Cannot derive acceptance")
+    metrics = _parse(payload, source, int(k_given))
 else:
     st.info("Paste a scrape, upload one, or load the example.")
 
 if metrics is not None:
-    measured = {
-        "alpha": float(metrics.alpha),
-        "tau": float(metrics.mean_accepted_tokens),
-        "k": int(metrics.k),
-        "draft_acceptance_rate": float(metrics.draft_acceptance_rate),
-        "acceptance_per_position": metrics.acceptance_per_position,
-        "source": source,
-    }
-    st.session_state[sim.MEASURED_KEY] = measured
+    st.session_state[sim.MEASURED_KEY] = _measured(metrics, source)
     st.subheader(f"From {source}")
     m = st.columns(4)
     m[0].metric(
@@ -95,14 +157,18 @@ if metrics is not None:
     m[1].metric(
         "Acceptance rate α",
         f"{metrics.alpha:.3f}",
-        help="The i.i.d. per-token acceptance that gives this τ at this K.",
+        help="Position 1's acceptance rate (exact under a per-batch K schedule)."
+        if metrics.per_batch_k
+        else "The i.i.d. per-token acceptance that gives this τ at this K.",
     )
     m[2].metric(
         "vLLM draft acceptance rate",
         f"{metrics.draft_acceptance_rate:.3f}",
-        help="accepted / drafted = (τ - 1) / K. Not α.",
+        help="accepted / drafted = (τ - 1) / mean K. Not α.",
     )
-    m[3].metric("K", f"{metrics.k}")
+    m[3].metric("K", _k_shown(metrics), help=_K_HELP[metrics.k_source])
+    for note in metrics.notes:
+        st.info(note, icon=":material/info:")
     counters = pd.DataFrame(
         {
             "counter": [
@@ -135,6 +201,8 @@ if metrics is not None:
             "Per-position rates are what the planning pages use in 'measured' mode: an "
             "i.i.d. α overstates τ at large K when the rates fall with position."
         )
+        if metrics.per_batch_k:
+            c2.dataframe(_position_bounds(metrics), hide_index=True, key="position_bounds")
     else:
         c2.info("This scrape has no per-position counters; the pages will use α.")
     st.button(

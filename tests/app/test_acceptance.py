@@ -103,3 +103,105 @@ def test_measured_acceptance_feeds_the_roi_page(app):
     assert row["k"] == 3
     assert row["tau"] == pytest.approx(expected["tau"])
     assert row["speedup"] == pytest.approx(expected["speedup"])
+
+
+def _scrape(drafts, draft_tokens, accepted, per_pos=()) -> str:
+    lines = [
+        f"vllm:spec_decode_num_drafts_total {drafts}",
+        f"vllm:spec_decode_num_draft_tokens_total {draft_tokens}",
+        f"vllm:spec_decode_num_accepted_tokens_total {accepted}",
+    ]
+    lines += [
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {c}'
+        for i, c in enumerate(per_pos)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+BAD_SCRAPES = {
+    "rising": (_scrape(1000, 4000, 2400, [480, 500, 300, 240]), "rise with position"),
+    "sum-above-total": (
+        _scrape(1000, 4000, 2400, [800, 700, 500, 500, 100]),
+        "per-position sum above the accepted total",
+    ),
+    "accepted-over-drafted": (_scrape(1000, 4000, 5000), "more accepted than drafted"),
+    "non-integer-k": (_scrape(1000, 2500, 1900), "non-integer drafts per round"),
+    "superscript-position": (
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="²"} 1\n',
+        "plain integer",
+    ),
+    "huge-position": (
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="99999999999"} 1\n',
+        "beyond the 64 positions",
+    ),
+    "tiny-drafts": (_scrape(1e-310, 4, 2), "at least 1"),
+    "nan": ("vllm:spec_decode_num_drafts_total NaN\n", "finite count"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SCRAPES))
+def test_refused_scrape_keeps_the_previous_acceptance(app, case):
+    text, needle = BAD_SCRAPES[case]
+    at = app("acceptance")
+    at.button(key="load_example").click().run()
+    at.button(key="use_measured").click().run()
+    good = dict(at.session_state["measured_acceptance"])
+    at.text_area(key="scrape_text").input(text).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(needle in e.value for e in at.error), [e.value for e in at.error]
+    assert at.session_state["measured_acceptance"] == good
+    assert at.session_state["workload"] == "measured"
+    assert any("keep the figures from pasted scrape" in i.value for i in at.info)
+    assert not at.metric
+
+
+def test_each_inconsistency_is_its_own_error(app):
+    at = app("acceptance")
+    at.text_area(key="scrape_text").input(_scrape(1000, 4000, 5000, [480, 500, 300, 240])).run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert len(errors) == 2
+    assert any("more accepted than drafted" in e for e in errors)
+    assert any("rise with position" in e for e in errors)
+
+
+def test_typed_k_does_not_override_the_scrapes_k(app):
+    at = app("acceptance")
+    at.number_input(key="scrape_k").set_value(1).run()
+    at.button(key="load_example").click().run()
+    assert not at.exception and not at.error
+    # At K = 1 the scrape's tau 1.91 would give alpha 1.000; its own K = 3 gives 0.790.
+    assert _metric(at, "K") == "3"
+    assert _metric(at, "Acceptance rate α") == "0.790"
+    assert at.session_state["measured_acceptance"]["k"] == 3
+    assert any("K typed (1) was not used" in i.value for i in at.info)
+
+
+def test_typed_k_is_used_for_a_v0_scrape(app):
+    v0 = (
+        "vllm:spec_decode_num_draft_tokens_total 500\n"
+        "vllm:spec_decode_num_accepted_tokens_total 300\n"
+    )
+    at = app("acceptance")
+    at.number_input(key="scrape_k").set_value(5).run()
+    at.text_area(key="scrape_text").input(v0).run()
+    assert not at.exception and not at.error
+    assert _metric(at, "K") == "5"
+    assert _metric(at, "Mean accepted tokens τ") == "4.000"
+
+
+def test_per_batch_k_scrape_uses_the_per_position_counters(app):
+    # 600 rounds at K = 2 and 400 at K = 4 (mean 2.8), i.i.d. alpha 0.5.
+    text = _scrape(1000, 2800, 825, [500, 250, 50, 25])
+    at = app("acceptance")
+    at.text_area(key="scrape_text").input(text).run()
+    assert not at.exception and not at.error
+    assert _metric(at, "K") == "≤ 4 (mean 2.80)"
+    assert _metric(at, "Acceptance rate α") == "0.500"
+    assert any("per-batch K schedule" in i.value for i in at.info)
+    measured = at.session_state["measured_acceptance"]
+    assert measured["per_batch_k"] and measured["k"] == 4
+    assert measured["acceptance_per_position"] == parse_vllm_metrics(text).acceptance_per_position
+    assert measured["acceptance_per_position"].startswith("0.5000;0.2500;")
+    bounds = next(d.value for d in at.dataframe if "at most" in d.value.columns)
+    assert list(bounds["position"]) == [1, 2, 3, 4]
