@@ -10,6 +10,7 @@ message naming the flag; Ctrl-C during `run` writes what was measured so far and
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -27,6 +28,7 @@ from profiler.runner import (
     ModelRun,
     RunOptions,
     build_profile,
+    loop_rows_planned,
     plan_depths,
     profile_model,
 )
@@ -188,6 +190,37 @@ def _lookup(catalog: dict[str, ModelSpec], ident: str, flag: str) -> ModelSpec:
     return catalog[ident]
 
 
+def check_contexts(text: str, specs: list[ModelSpec]) -> None:
+    """Refuse a --context (tokens) above a model's max_position_embeddings; a catalog row
+    without one (0) is not checked."""
+    longest = max(parse_ints(text, "--context", minimum=0))
+    for spec in specs:
+        limit = spec.max_position_embeddings
+        if limit and longest > limit:
+            raise UsageError(
+                f"--context: {longest} is above {spec.id}'s max_position_embeddings {limit} "
+                "(the catalog's; give contexts up to it)"
+            )
+
+
+def check_out(out: Path) -> None:
+    """Refuse a profile path that cannot be written, and its CSV beside it, before any
+    measurement: a folder, a non-file, a path below a file, a folder or file without write
+    permission."""
+    for path in (out, out.with_suffix(".csv")):
+        if path.is_dir():
+            raise UsageError(f"--out: '{path}' is a folder; give a .json file name")
+        if path.exists() and not (path.is_file() and os.access(path, os.W_OK)):
+            raise UsageError(f"--out: '{path}' is not a writable file")
+    folder = out.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"--out: '{folder}' is a file, so '{out}' cannot be created")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--out: no permission to write in '{folder}'")
+
+
 def _setup(args: argparse.Namespace) -> tuple[Grid, RunOptions, DeviceInfo]:
     batches = parse_ints(args.batch, "--batch", minimum=1)
     ks = parse_ints(args.k, "--k", minimum=1, maximum=MAX_K)
@@ -232,6 +265,9 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         specs.append(_lookup(catalog, args.draft, "--draft"))
     if args.out is not None and args.out.suffix.lower() != ".json":
         raise UsageError(f"--out: '{args.out}' must end in .json (the CSV is written next to it)")
+    if args.out is not None:
+        check_out(args.out)
+    check_contexts(args.context, specs)
     grid, opts, info = _setup(args)
     try:
         plans = [plan_depths(spec, opts) for spec in specs]
@@ -239,9 +275,10 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         raise UsageError(str(exc)) from None
     name = args.target + (f"+{args.draft}" if args.draft else "")
     out = args.out or Path("profiles") / devinfo.device_slug(info) / f"{name}.json"
+    if args.out is None:
+        check_out(out)
     bar = Bar(enabled=not args.quiet)
-    loop_points = len(grid.batches) * len(grid.contexts) if args.draft else 0
-    bar.start(len(grid) * len(specs) + loop_points)
+    bar.start(len(grid) * len(specs), loop_rows=loop_rows_planned(grid) if args.draft else 0)
     for spec, depths in zip(specs, plans, strict=True):
         if max(depths) < spec.num_layers:
             print(
@@ -319,6 +356,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     catalog = _catalog(args.models_csv)
     spec = _lookup(catalog, args.target, "--target")
+    check_contexts(args.context, [spec])
     grid, opts, _ = _setup(args)
     depths = tuple(d for d in opts.depths or () if d < spec.num_layers)
     if len(depths) < 2:

@@ -197,29 +197,28 @@ def profile_draft_in_loop(
             for batch in grid.batches:
                 label = f"{draft.id} after {target.id} B={batch} L={context}"
                 try:
-                    rows.extend(
-                        measure_draft_in_loop(
-                            t_model,
-                            d_model,
-                            (target.id, draft.id),
-                            batch,
-                            context,
-                            k_max,
-                            opts,
-                            target_depth=target_depth,
-                            graphs=graphs,
-                        )
+                    cell = measure_draft_in_loop(
+                        t_model,
+                        d_model,
+                        (target.id, draft.id),
+                        batch,
+                        context,
+                        k_max,
+                        opts,
+                        target_depth=target_depth,
+                        graphs=graphs,
                     )
                 except (RuntimeError, torch.OutOfMemoryError) as exc:
                     if not is_oom(exc):
                         raise
                     free_memory(opts.device)
                     notes.append(f"draft_in_loop out of memory from batch {batch} at L={context}")
-                    progress.advance(label + " (out of memory)")
+                    progress.advance_loop(label + " (out of memory)", 0)
                     break
                 finally:
                     free_memory(opts.device)
-                progress.advance(label)
+                rows.extend(cell)
+                progress.advance_loop(label, len(cell))
     except (RuntimeError, torch.OutOfMemoryError) as exc:
         if not is_oom(exc):
             raise

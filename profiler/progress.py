@@ -24,45 +24,71 @@ def _clock(seconds: float) -> str:
 
 
 class Bar(Progress):
+    """Counts grid points and draft-in-loop rows apart, as the run's summary does."""
+
     def __init__(self, stream: TextIO | None = None, *, enabled: bool = True) -> None:
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.total = 0
-        self.done = 0
-        self.t0 = time.monotonic()
+        self.start(0)
         self.last_print = 0.0
+        self.printed = self.counts()
 
-    def start(self, total: int) -> None:
+    def start(self, total: int, loop_rows: int = 0) -> None:
         self.total = total
         self.done = 0
+        self.loop_total = loop_rows
+        self.loop_done = 0
         self.t0 = time.monotonic()
 
+    def counts(self) -> str:
+        """'16/16 points', and '+ 6/6 in-loop rows' when the run times the draft in the loop."""
+        text = f"{self.done}/{self.total} points"
+        if self.loop_total:
+            text += f" + {self.loop_done}/{self.loop_total} in-loop rows"
+        return text
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= self.total and self.loop_done >= self.loop_total
+
     def line(self, label: str = "") -> str:
-        frac = self.done / self.total if self.total else 1.0
+        units, total = self.done + self.loop_done, self.total + self.loop_total
+        frac = min(units / total, 1.0) if total else 1.0
         filled = int(BAR_WIDTH * frac)
         elapsed = time.monotonic() - self.t0
-        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        eta = elapsed / units * max(total - units, 0) if units else 0.0
         bar = "#" * filled + "." * (BAR_WIDTH - filled)
-        return (
-            f"[{bar}] {self.done}/{self.total} points  {_clock(elapsed)} elapsed, "
-            f"ETA {_clock(eta)}  {label}"
-        )
+        return f"[{bar}] {self.counts()}  {_clock(elapsed)} elapsed, ETA {_clock(eta)}  {label}"
 
     def advance(self, label: str) -> None:
         self.done += 1
+        self._show(label)
+
+    def advance_loop(self, label: str, rows: int) -> None:
+        self.loop_done += rows
+        self._show(label)
+
+    def _show(self, label: str) -> None:
         if not self.enabled:
             return
-        now = time.monotonic()
-        last = self.done >= self.total
+        last = self.finished
         if self.tty:
-            self.stream.write("\r\033[K" + self.line(label) + ("\n" if last else ""))
-        elif last or now - self.last_print >= LOG_INTERVAL_S:
-            self.stream.write(self.line(label) + "\n")
-            self.last_print = now
+            self._write("\r\033[K" + self.line(label) + ("\n" if last else ""))
+        elif last or time.monotonic() - self.last_print >= LOG_INTERVAL_S:
+            self._write(self.line(label) + "\n")
+            self.last_print = time.monotonic()
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
         self.stream.flush()
+        self.printed = self.counts()
 
     def finish(self) -> None:
-        if self.enabled and self.tty and self.done < self.total:
-            self.stream.write("\n")
-            self.stream.flush()
+        """End the bar; in a log, print the counts reached if the last line did not."""
+        if not self.enabled or self.finished:
+            return
+        if self.tty:
+            self._write("\n")
+        elif self.printed != self.counts():
+            self._write(self.line() + "\n")

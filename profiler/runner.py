@@ -283,11 +283,23 @@ def model_entry(spec: ModelSpec, depths: Sequence[int], opts: RunOptions, notes:
 
 
 class Progress:
-    """Hook the CLI passes in; the runner reports each finished point."""
+    """Hook the CLI passes in. `start` gets what the run will write: grid points over all
+    models and draft-in-loop rows (`loop_rows_planned`), the units of the run's summary. The
+    runner reports each finished grid point; the draft-in-loop timing reports each finished
+    (batch, context) with the rows it wrote (none after an out-of-memory)."""
 
-    def start(self, total: int) -> None: ...
+    def start(self, total: int, loop_rows: int = 0) -> None: ...
 
     def advance(self, label: str) -> None: ...
+
+    def advance_loop(self, label: str, rows: int) -> None: ...
+
+
+def loop_rows_planned(grid: Grid) -> int:
+    """Draft-in-loop rows of a run where nothing runs out of memory: positions 1..K_max (the
+    grid's largest query length - 1, at least 1) at every (batch, context)."""
+    k_max = max(max(grid.query_lens) - 1, 1)
+    return len(grid.batches) * len(grid.contexts) * k_max
 
 
 def profile_model(

@@ -1,72 +1,219 @@
 """Command line: `python -m simulator predict|sweep|validate|columns`.
 
-Exit status 2 means bad input; the message names the row and the column.
+Exit status 2 means bad input; the message names the row and the column, or the flag.
+SIGTERM exits with status 143 and leaves no partial output file.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import signal
 import sys
 import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
+import numpy as np
 import pandas as pd
 
 from simulator.catalog import GPUS_CSV, MODELS_CSV, load_gpus, load_models
 from simulator.errors import InputError
-from simulator.predict import predict
-from simulator.scenarios import COLUMNS
-from simulator.sweep import build_grid, parse_range
+from simulator.predict import OUTPUT_COLUMNS, predict
+from simulator.reports import ECONOMICS_COLUMNS, add_economics, add_preflight, report_csv
+from simulator.scenarios import COLUMNS, check_columns
+from simulator.sweep import SWEEP_LIMIT, build_grid, grid_size, parse_range
+
+PROGRESS_ROWS = 100_000
+"""Tables larger than this report each stage, and each block written, on stderr."""
+WRITE_BLOCK_ROWS = 100_000
+"""Rows per block of CSV written; about 75 MB and 5 s of writing (pandas' float repr)."""
+REQUESTS_PER_DAY = 2_000_000
+"""Demand the --report economics price when neither the flag nor a row gives one: the
+dashboard's default (`app.widgets.DEFAULT_REQUESTS_PER_DAY`)."""
+EXIT_TERMINATED = 128 + signal.SIGTERM
+"""Exit status after SIGTERM, as a shell reports a process it terminated."""
 
 
-def _write_atomically(df: pd.DataFrame, out: str) -> None:
-    """Write CSV to a temporary file beside `out`, then rename: never a half-written file."""
+def _log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def check_out(out: str) -> None:
+    """Refuse an --out that cannot be written before any work starts: a folder, a device
+    or other non-file, a path below a file, or a folder without write permission."""
+    target = Path(out)
+    if target.is_dir():
+        raise InputError(f"'{out}' is a folder; give a file name", field="--out")
+    if target.exists() and not target.is_file():
+        raise InputError(f"'{out}' is not a regular file", field="--out")
+    folder = target.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise InputError(f"'{folder}' is a file, so '{out}' cannot be created", field="--out")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"no permission to write in '{folder}'", field="--out")
+
+
+def _file_mode() -> int:
+    """Permissions a plain `open` would give a new file: 0o666 less the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _write_atomically(out: str, write: Callable[[TextIO], None]) -> None:
+    """Write to a temporary file beside `out`, then rename: never a half-written file.
+
+    The file gets the permissions of one opened normally (mkstemp's are 0600).
+    """
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
         with os.fdopen(fd, "w", newline="") as fh:
-            df.to_csv(fh, index=False)
+            write(fh)
+        os.chmod(tmp, _file_mode())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def _write_csv(df: pd.DataFrame, out: str) -> None:
+    """Write `df` as CSV to `out` in blocks of `WRITE_BLOCK_ROWS`, reporting each block of
+    a large table."""
+    loud = len(df) > PROGRESS_ROWS
+
+    def write(fh: TextIO) -> None:
+        for start in range(0, max(len(df), 1), WRITE_BLOCK_ROWS):
+            df.iloc[start : start + WRITE_BLOCK_ROWS].to_csv(fh, index=False, header=start == 0)
+            if loud:
+                done = min(start + WRITE_BLOCK_ROWS, len(df))
+                _log(f"writing {out}: {done} of {len(df)} rows")
+
+    _write_atomically(out, write)
+
+
+def _terminate(signum, frame) -> None:
+    raise SystemExit(EXIT_TERMINATED)
+
+
+@contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """While inside, SIGTERM raises SystemExit, so a half-written output is removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _read_scenarios(path: str) -> pd.DataFrame:
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
     except FileNotFoundError:
         raise InputError("file not found", file=path) from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(f"not a readable CSV file ({exc})", file=path) from None
+    table.columns = [str(c).strip() for c in table.columns]
+    blank = [c for c in table.columns if c.startswith("Unnamed: ") and table[c].isna().all()]
+    return table.drop(columns=blank)
 
 
 def _calibration(args):
+    """The calibration of the --profile files, and each file's device id."""
     if not getattr(args, "profile", None):
-        return None
-    from simulator.calibration import Calibration
+        return None, {}
+    from simulator.calibration import Calibration, match_gpu_id
     from simulator.profile import load_profile
 
-    return Calibration.from_profiles(
-        [load_profile(p) for p in args.profile], gpu_id=args.profile_gpu
-    )
+    profiles = {path: load_profile(path) for path in args.profile}
+    devices = {
+        path: args.profile_gpu or match_gpu_id(p.device.name, p.device.kind)
+        for path, p in profiles.items()
+    }
+    return Calibration.from_profiles(list(profiles.values()), gpu_id=args.profile_gpu), devices
+
+
+def _warn_unused_profiles(result: pd.DataFrame, devices: dict[str, str], args) -> None:
+    """Say so when --profile was given but every row was priced by the roofline."""
+    if not devices or not result["latency_source"].astype(str).eq("roofline").all():
+        return
+    asked = ", ".join(sorted(set(result["gpu"].astype(str))))
+    for path, device in devices.items():
+        fix = "" if args.profile_gpu else "pass --profile-gpu or "
+        _log(
+            f"warning: profile {path} (device '{device}') matches no row; rows use gpu "
+            f"{asked}; {fix}set gpu to '{device}'"
+        )
+
+
+def _predict(table: pd.DataFrame, args, source: str) -> pd.DataFrame:
+    """`predict` with the CLI's catalogs and profiles, reporting a large table's progress."""
+    gpus, models = load_gpus(args.gpus), load_models(args.models)
+    calibration, devices = _calibration(args)
+    if len(table) > PROGRESS_ROWS:
+        _log(f"predicting {len(table)} scenarios...")
+    result = predict(table, gpus=gpus, models=models, calibration=calibration, source=source)
+    _warn_unused_profiles(result, devices, args)
+    return result
+
+
+def _requests_per_day(column: pd.Series, default: float, source: str) -> np.ndarray:
+    """A `requests_per_day` column as requests per day per row; blank cells get `default`."""
+    text = column.fillna("").astype(str).str.strip()
+    values = pd.to_numeric(text.where(text != ""), errors="coerce").to_numpy(dtype=float)
+    bad = text.ne("").to_numpy() & ~(np.isfinite(values) & (values >= 0))
+    if bad.any():
+        i = int(bad.argmax())
+        raise InputError(
+            f"'{text.iloc[i]}' is not a number of requests per day (>= 0)",
+            file=source,
+            row=i + 1,
+            field="requests_per_day",
+        )
+    return np.where(text.eq("").to_numpy(), default, values)
+
+
+def _write_report(result: pd.DataFrame, demand: np.ndarray, args) -> None:
+    """The dashboard's sizing report: economics and pre-flight added, units in the headers."""
+    text = report_csv(add_preflight(add_economics(result, demand), load_models(args.models)))
+    _write_atomically(args.out, lambda fh: fh.write(text))
 
 
 def cmd_predict(args) -> int:
-    gpus, models = load_gpus(args.gpus), load_models(args.models)
     table = _read_scenarios(args.inp)
-    result = predict(
-        table, gpus=gpus, models=models, calibration=_calibration(args), source=args.inp
-    )
-    _write_atomically(result, args.out)
-    print(f"wrote {len(result)} predictions to {args.out}", file=sys.stderr)
+    demand_given = "requests_per_day" in table.columns
+    if demand_given and not args.report:
+        raise InputError(
+            "is read only with --report, which prices that demand",
+            file=args.inp,
+            field="requests_per_day",
+        )
+    extra = ("requests_per_day",) if args.report else ()
+    outputs = (*OUTPUT_COLUMNS, *ECONOMICS_COLUMNS, "preflight")
+    check_columns(table.columns, args.inp, outputs=outputs, extra=extra)
+    column = table.pop("requests_per_day") if demand_given else pd.Series("", index=table.index)
+    demand = _requests_per_day(column, args.requests_per_day, args.inp)
+    result = _predict(table, args, args.inp)
+    if args.report:
+        _write_report(result, demand, args)
+    else:
+        _write_csv(result, args.out)
+    _log(f"wrote {len(result)} predictions to {args.out}")
     return 0
 
 
 def cmd_sweep(args) -> int:
-    gpus, models = load_gpus(args.gpus), load_models(args.models)
     base = {
         "target": args.target,
         "method": args.method,
@@ -78,19 +225,20 @@ def cmd_sweep(args) -> int:
         "prompt_len": args.prompt_len,
         "output_len": args.output_len,
     }
-    axes = {"batch_size": parse_range(args.batch, name="--batch", kind=int)}
+    most = None if args.force else SWEEP_LIMIT
+    axes = {"batch_size": parse_range(args.batch, name="--batch", kind=int, most=most)}
     if args.method != "none":
-        axes["k"] = parse_range(args.k, name="--k", kind=int)
-        axes["acceptance_rate"] = parse_range(args.alpha, name="--alpha")
-    result = predict(
-        build_grid(base, **axes),
-        gpus=gpus,
-        models=models,
-        calibration=_calibration(args),
-        source="sweep",
-    )
-    _write_atomically(result, args.out)
-    print(f"wrote {len(result)} scenarios to {args.out}", file=sys.stderr)
+        axes["k"] = parse_range(args.k, name="--k", kind=int, most=most)
+        axes["acceptance_rate"] = parse_range(args.alpha, name="--alpha", most=most)
+    size = grid_size(**axes)
+    if size > SWEEP_LIMIT and not args.force:
+        raise InputError(
+            f"the grid holds {size:,} scenarios, more than {SWEEP_LIMIT:,}; narrow "
+            "--batch, --k or --alpha, or pass --force"
+        )
+    result = _predict(build_grid(base, **axes), args, "sweep")
+    _write_csv(result, args.out)
+    _log(f"wrote {len(result)} scenarios to {args.out}")
     return 0
 
 
@@ -99,7 +247,7 @@ def cmd_validate(args) -> int:
 
     gpus, models = load_gpus(args.gpus), load_models(args.models)
     errors = score(load_published(args.published), gpus=gpus, models=models, source=args.published)
-    _write_atomically(errors, args.out)
+    _write_csv(errors, args.out)
     print(format_summary(summarise(errors)))
     if args.ablation:
         from simulator.published import ablation
@@ -116,6 +264,17 @@ def cmd_columns(args) -> int:
         default = "" if c.default is None else f" (default {c.default!r})"
         print(f"{c.name:26s} {c.help}{default}")
     return 0
+
+
+def _demand(text: str) -> float:
+    """Requests per day, a finite number >= 0 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of requests per day (>= 0)")
+    return value
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -139,6 +298,21 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("predict", help="scenario CSV in, predictions CSV out")
     p.add_argument("--in", dest="inp", required=True, help="scenario table (CSV)")
     p.add_argument("--out", required=True, help="predictions (CSV)")
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="write the dashboard's sizing report instead (simulator.reports, the one place "
+        "for its format): units in the headers, e.g. 'speedup [x]', and economics and "
+        "pre-flight columns after the predictions (demand, replicas, monthly cost and saving "
+        "in $); a requests_per_day column may then give each row's demand",
+    )
+    p.add_argument(
+        "--requests-per-day",
+        type=_demand,
+        default=REQUESTS_PER_DAY,
+        help=f"requests per day the --report economics price (default {REQUESTS_PER_DAY:,}, "
+        "the dashboard's)",
+    )
     _common(p)
     p.set_defaults(func=cmd_predict)
     s = sub.add_parser("sweep", help="predict a grid of K, acceptance and batch")
@@ -155,6 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--alpha", default="0.5:0.9:0.1", help="start:stop:step or list")
     s.add_argument("--batch", default="1,2,4,8,16,32,64,128,256")
     s.add_argument("--out", required=True)
+    s.add_argument(
+        "--force",
+        action="store_true",
+        help=f"build a grid larger than {SWEEP_LIMIT:,} scenarios (about 750 bytes of CSV each)",
+    )
     _common(s)
     s.set_defaults(func=cmd_sweep)
     v = sub.add_parser(
@@ -176,7 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     c.set_defaults(func=cmd_columns)
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        if getattr(args, "out", None):
+            check_out(args.out)
+        with _sigterm_exits():
+            return args.func(args)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

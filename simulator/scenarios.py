@@ -6,6 +6,7 @@ input with an `InputError` that names the row (1-based, header excluded) and the
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +31,11 @@ class Column:
 
 COLUMNS: tuple[Column, ...] = (
     Column("target", None, "target model id from data/models.csv (required)"),
-    Column("method", "none", "none, draft_model, eagle, medusa, mtp or ngram"),
+    Column(
+        "method",
+        "none",
+        "none, draft_model, eagle (EAGLE-1/2), eagle3, medusa, mtp or ngram",
+    ),
     Column("draft", "", "draft model id when method is draft_model"),
     Column("gpu", None, "GPU id from data/gpus.csv (required)"),
     Column("num_gpus", 1, "tensor-parallel degree of one replica"),
@@ -40,6 +45,18 @@ COLUMNS: tuple[Column, ...] = (
     Column("acceptance_rate", None, "i.i.d. per-token acceptance alpha in [0, 1]"),
     Column("mean_accepted_tokens", None, "tau, tokens per target step incl. bonus, [1, k+1]"),
     Column("acceptance_per_position", None, "p1;p2;... per-position rates, non-increasing"),
+    Column(
+        "medusa_heads",
+        4,
+        "heads of a Medusa checkpoint: K cannot exceed it (4 in vLLM's Medusa tests and "
+        "TensorRT-LLM's default)",
+    ),
+    Column(
+        "mtp_depth",
+        1,
+        "MTP modules the checkpoint was trained with (DeepSeek-V3: 1); positions past it "
+        "reuse the last module and lose acceptance quickly",
+    ),
     Column(
         "draft_context_len",
         None,
@@ -87,6 +104,8 @@ _INT_COLUMNS = (
     "prompt_len",
     "output_len",
     "draft_context_len",
+    "medusa_heads",
+    "mtp_depth",
 )
 _FLOAT_COLUMNS = (
     "acceptance_rate",
@@ -96,6 +115,42 @@ _FLOAT_COLUMNS = (
     "temperature",
     "request_rate",
 )
+
+
+_ALIASES = {"alpha": "acceptance_rate", "tau": "mean_accepted_tokens", "model": "target"}
+"""Names people write for an input column, the first two being its output counterparts."""
+
+
+def _hint(name: str, known, given) -> str:
+    """'did you mean ...?' naming the closest known column (case-insensitive) that the
+    table lacks, or where the columns are listed."""
+    lower = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(name.lower(), list(lower), n=1)
+    guess = _ALIASES.get(name.lower()) or (lower[close[0]] if close else None)
+    if guess and guess not in given:
+        return f"did you mean '{guess}'?"
+    return "python -m simulator columns lists the input columns"
+
+
+def check_columns(columns, source: str, *, outputs=(), extra=()) -> None:
+    """Refuse a header that is not a scenario column, naming it and the nearest known name.
+
+    `outputs` are the columns a prediction writes, refused as such; `extra` are further
+    names the caller reads. Headers are compared stripped of whitespace.
+    """
+    known = (*INPUT_COLUMNS, *extra)
+    given = [str(c).strip() for c in columns]
+    for position, name in enumerate(given, start=1):
+        if name in known:
+            continue
+        if not name or name.startswith("Unnamed: "):
+            raise InputError(
+                f"column {position} has a blank header; name it or delete it", file=source
+            )
+        what = f"unknown column '{name}'"
+        if name in outputs:
+            what = f"'{name}' is an output column, not an input"
+        raise InputError(f"{what}; {_hint(name, known, given)}", file=source, field=name)
 
 
 class _Checker:
@@ -293,6 +348,8 @@ def normalise_scenarios(
         ("output_len", 256),
         ("gpu_memory_utilization", 0.9),
         ("temperature", 0.0),
+        ("medusa_heads", 4),
+        ("mtp_depth", 1),
     ):
         nums[col] = nums[col].fillna(default)
     for col in _INT_COLUMNS:
@@ -303,8 +360,9 @@ def normalise_scenarios(
             col,
             lambda i, v=v: f"{v[i]:g} must be a whole number",
         )
-    for col in ("num_gpus", "batch_size", "output_len", "draft_context_len"):
+    for col in ("num_gpus", "batch_size", "output_len", "draft_context_len", "medusa_heads"):
         check.fail_where(nums[col].to_numpy() < 1, col, "must be at least 1")
+    check.fail_where(nums["mtp_depth"].to_numpy() < 1, "mtp_depth", "must be at least 1")
     util = nums["gpu_memory_utilization"].to_numpy()
     check.fail_where(
         (util <= 0) | (util > 1),

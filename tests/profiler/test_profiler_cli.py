@@ -301,3 +301,75 @@ def test_cuda_draft_in_loop_with_graphs(tmp_path):
     profile, _ = _run_pair(tmp_path, "cuda", ["--repeats", "5", "--quiet"])
     assert profile.settings.cuda_graphs
     assert len(profile.draft_in_loop) == 12 and (profile.draft_in_loop["median_ms"] > 0).all()
+
+
+def _no_setup(args):
+    raise AssertionError("the device was set up before the flags were checked")
+
+
+@pytest.mark.parametrize("where", ["folder", "csv-folder", "below-a-file"])
+def test_bad_out_exits_2_before_the_device_is_set_up(where, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "_setup", _no_setup)
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "p.csv").mkdir()
+    out = {
+        "folder": tmp_path / "dir.json",
+        "csv-folder": tmp_path / "p.json",
+        "below-a-file": tmp_path / "afile" / "sub" / "p.json",
+    }[where]
+    if where == "folder":
+        out.mkdir()
+    err = _fail(["run", "--target", "tiny", "--device", "cpu", "--out", str(out)], capsys)
+    assert "--out" in err and ("is a folder" in err or "is a file" in err)
+
+
+def test_out_in_a_read_only_folder_exits_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "_setup", _no_setup)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    if os.geteuid() == 0:  # root may write anywhere: deny as a read-only mount would
+        allowed = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != locked and allowed(p, mode))
+    try:
+        argv = ["run", "--target", "tiny", "--device", "cpu", "--out", str(locked / "p.json")]
+        err = _fail(argv, capsys)
+    finally:
+        locked.chmod(0o755)
+    assert f"--out: no permission to write in '{locked}'" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--target", "specplan-byte-target", "--context", "64,513"], "specplan-byte-target"),
+        (
+            ["--target", "llama-3.2-1b", "--draft", "specplan-byte-draft", "--context", "1024"],
+            "specplan-byte-draft",
+        ),
+    ],
+)
+def test_context_above_the_models_positions_exits_2(extra, words, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "_setup", _no_setup)
+    err = _fail(["run", "--device", "cpu", *extra], capsys)
+    assert "--context" in err and words in err and "max_position_embeddings 512" in err
+
+
+def test_context_limit_comes_from_the_models_csv(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "_setup", _no_setup)
+    catalog = pd.read_csv(ROOT / "data/models.csv", dtype=str, keep_default_na=False)
+    catalog.loc[catalog["id"] == "tiny", "max_position_embeddings"] = "100"
+    path = tmp_path / "models.csv"
+    catalog.to_csv(path, index=False)
+    argv = ["run", "--target", "tiny", "--models-csv", str(path), "--context", "64,128"]
+    err = _fail(argv, capsys)
+    assert "--context: 128 is above tiny's max_position_embeddings 100" in err
+    err = _fail(["check-extrapolation", *argv[1:]], capsys)
+    assert "--context: 128" in err
+
+
+def test_context_at_the_limit_and_models_without_one_pass_the_check(monkeypatch):
+    monkeypatch.setattr(cli, "_setup", _no_setup)
+    for target, context in (("specplan-byte-target", "512"), ("tiny", "100000")):
+        with pytest.raises(AssertionError, match="device was set up"):
+            cli.main(["run", "--target", target, "--context", context])

@@ -14,6 +14,7 @@ import torch
 from profiler import runner
 from profiler.check import extrapolation_errors, summary_lines
 from profiler.extrapolate import extrapolate, extrapolate_stats, fit_line
+from profiler.inloop import profile_draft_in_loop
 from profiler.progress import Bar
 from profiler.runner import Grid, PointResult, RunOptions, plan_depths, profile_model
 from profiler.timing import MAX_SAMPLES, LatencyStats, measure
@@ -262,3 +263,42 @@ def test_progress_bar_in_a_log_prints_lines_with_eta():
     bar.finish()
     text = stream.getvalue()
     assert "3/3 points" in text and "ETA" in text and "\r" not in text
+
+
+def test_progress_says_points_and_in_loop_rows_as_the_summary_counts_them():
+    stream = io.StringIO()
+    bar = Bar(stream)
+    bar.start(16, loop_rows=6)
+    for i in range(16):
+        bar.advance(f"point {i}")
+    for context in (16, 32):
+        bar.advance_loop(f"draft B=1 L={context}", rows=3)
+    bar.finish()
+    last = stream.getvalue().splitlines()[-1]
+    assert "16/16 points + 6/6 in-loop rows" in last
+    assert "18/" not in stream.getvalue() and "/18" not in stream.getvalue()
+
+
+def test_progress_totals_are_what_a_run_writes():
+    """A target and draft profiled with the draft in the loop: the bar's totals equal the
+    grid rows and the draft-in-loop rows the summary counts."""
+    target, draft = _spec("t", 2, 64), _spec("d", 1, 64)
+    grid = Grid((1, 2), (1, 2, 3, 4), (16,))
+    bar = Bar(io.StringIO())
+    bar.start(len(grid) * 2, loop_rows=runner.loop_rows_planned(grid))
+    runs = [profile_model(spec, grid, FAST, progress=bar) for spec in (target, draft)]
+    loop_rows, _ = profile_draft_in_loop(target, draft, grid, FAST, target_depth=2)
+    assert bar.done == bar.total == sum(len(r.rows) for r in runs) == 16
+    assert bar.loop_total == len(loop_rows) == 6
+
+
+def test_a_log_ends_with_the_counts_reached_when_rows_are_skipped():
+    stream = io.StringIO()
+    bar = Bar(stream)
+    bar.start(2, loop_rows=6)
+    bar.advance("point 0")
+    bar.advance("point 1")
+    bar.advance_loop("draft B=1", rows=3)
+    bar.advance_loop("draft B=2 (out of memory)", rows=0)
+    bar.finish()
+    assert "2/2 points + 3/6 in-loop rows" in stream.getvalue().splitlines()[-1]

@@ -1,14 +1,21 @@
 """`python -m simulator`: predictions written whole, bad input refused with status 2."""
 
+import io
+import os
+import signal
+import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from simulator import __main__ as cli
 from simulator.__main__ import main
-from simulator.predict import OUTPUT_COLUMNS
+from simulator.predict import OUTPUT_COLUMNS, predict
+from simulator.reports import ECONOMICS_COLUMNS, add_economics, read_report_csv
 from simulator.scenarios import INPUT_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +43,7 @@ def test_predict_writes_inputs_and_outputs(tmp_path):
     ("edit", "needle"),
     [
         (lambda s: s.replace("llama-3.1-8b,eagle", "llama-9-8b,eagle"), "row 2, field 'target'"),
-        (lambda s: s.replace("target,method", "model,method"), "field 'target'"),
+        (lambda s: s.replace("target,method", "model,method"), "did you mean 'target'?"),
         (lambda s: s.replace(",5,0.7,8", ",-5,0.7,8"), "row 1, field 'k'"),
         (lambda s: s.replace(",3,0.75,1", ",3,1.5,1"), "row 2, field 'acceptance_rate'"),
         (lambda s: s.replace(",3,0.75,1", ",3,nan,1"), "row 2, field 'acceptance_rate'"),
@@ -118,3 +125,233 @@ def test_module_entry_point_runs(tmp_path):
         check=False,
     )
     assert res.returncode == 0, res.stderr
+
+
+def _predict_exit(tmp_path, text: str, *extra: str) -> int:
+    src = tmp_path / "s.csv"
+    src.write_text(text)
+    return main(["predict", "--in", str(src), "--out", str(tmp_path / "p.csv"), *extra])
+
+
+@pytest.mark.parametrize(
+    ("header", "needle"),
+    [
+        ("num_gpus", "unknown column 'num_gpu'; did you mean 'num_gpus'?"),
+        ("batch_size", "unknown column 'batch'; did you mean 'batch_size'?"),
+        ("acceptance_rate", "unknown column 'acceptanse_rate'; did you mean 'acceptance_rate'?"),
+        ("k", "unknown column 'K'; did you mean 'k'?"),
+    ],
+)
+def test_unknown_column_exits_2_with_the_nearest_name(tmp_path, capsys, header, needle):
+    typo = needle.split("'")[1]
+    text = GOOD.replace(f",{header},", f", {typo} ,").replace(f",{header}\n", f",{typo}\n")
+    assert _predict_exit(tmp_path, text) == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "p.csv").exists()
+
+
+def test_output_columns_are_refused_as_outputs(tmp_path, capsys):
+    src = tmp_path / "s.csv"
+    src.write_text(GOOD)
+    first = tmp_path / "p.csv"
+    assert main(["predict", "--in", str(src), "--out", str(first)]) == 0
+    again = tmp_path / "again.csv"
+    assert main(["predict", "--in", str(first), "--out", str(again)]) == 2
+    assert "'alpha' is an output column, not an input" in capsys.readouterr().err
+    assert _predict_exit(tmp_path, GOOD.replace("batch_size", "batch_size,speedup")) == 2
+    assert "'speedup' is an output column, not an input" in capsys.readouterr().err
+
+
+def test_blank_trailing_header_is_dropped_and_named_when_it_holds_data(tmp_path, capsys):
+    trailing = GOOD.replace("\n", ",\n")
+    assert _predict_exit(tmp_path, trailing) == 0
+    filled = trailing.replace(",4,\n", ",4,x\n")
+    assert _predict_exit(tmp_path, filled) == 2
+    assert "column 9 has a blank header" in capsys.readouterr().err
+
+
+def test_python_api_still_accepts_extra_columns():
+    table = pd.read_csv(io.StringIO(GOOD)).assign(note="kept", num_gpu=8)
+    result = predict(table)
+    assert len(result) == 3 and (result["num_gpus"] == [4, 1, 1]).all()
+
+
+def _sweep_argv(out, *extra) -> list[str]:
+    """A 36-row sweep: K 1-4 x alpha 0.6-0.8 x batch 1, 8, 64."""
+    flags = "--target llama-3.1-8b --method eagle --gpu h100-sxm --k 1-4 --alpha 0.6:0.8:0.1"
+    return ["sweep", *flags.split(), "--batch", "1,8,64", "--out", str(out), *extra]
+
+
+def _validate_argv(out) -> list[str]:
+    published = ROOT / "data/validation/published.csv"
+    return ["validate", "--published", str(published), "--out", str(out)]
+
+
+@pytest.mark.parametrize("command", ["predict", "sweep", "validate"])
+@pytest.mark.parametrize("where", ["folder", "below-a-file"])
+def test_bad_out_exits_2_before_any_work(tmp_path, capsys, monkeypatch, command, where):
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started before --out was checked")
+
+    monkeypatch.setattr(cli, "_predict", no_work)
+    monkeypatch.setattr(cli, "load_gpus", no_work)
+    (tmp_path / "afile").write_text("")
+    out = tmp_path if where == "folder" else tmp_path / "afile" / "sub" / "o.csv"
+    argv = {
+        "predict": ["predict", "--in", str(tmp_path / "missing.csv"), "--out", str(out)],
+        "sweep": _sweep_argv(out),
+        "validate": _validate_argv(out),
+    }[command]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "'--out'" in err and ("is a folder" in err or "is a file" in err)
+
+
+def test_out_in_a_read_only_folder_exits_2(tmp_path, capsys, monkeypatch):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    if os.geteuid() == 0:  # root may write anywhere: deny as a read-only mount would
+        allowed = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != locked and allowed(p, mode))
+    try:
+        assert main(_sweep_argv(locked / "new" / "g.csv")) == 2
+    finally:
+        locked.chmod(0o755)
+    assert f"field '--out': no permission to write in '{locked}'" in capsys.readouterr().err
+    assert list(locked.iterdir()) == []
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_output_gets_the_umask_permissions(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        assert main(_sweep_argv(tmp_path / "g.csv")) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "g.csv").stat().st_mode) == mode
+
+
+def test_sweep_above_the_limit_asks_for_force(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "SWEEP_LIMIT", 30)
+    out = tmp_path / "g.csv"
+    assert main(_sweep_argv(out)) == 2
+    assert "36 scenarios, more than 30" in capsys.readouterr().err and not out.exists()
+    assert main(_sweep_argv(out, "--force")) == 0
+    assert len(pd.read_csv(out)) == 36
+
+
+def test_a_huge_axis_is_refused_before_it_is_listed(tmp_path, capsys):
+    argv = _sweep_argv(tmp_path / "g.csv")
+    argv[argv.index("--batch") + 1] = "1-1000000000000"
+    t0 = time.monotonic()
+    assert main(argv) == 2
+    assert time.monotonic() - t0 < 5
+    err = capsys.readouterr().err
+    assert "--batch" in err and "1,000,000,000,000 values" in err and "--force" in err
+
+
+def test_sweep_help_states_the_limit(capsys):
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    assert f"{cli.SWEEP_LIMIT:,}" in capsys.readouterr().out
+
+
+def test_large_tables_report_progress(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "PROGRESS_ROWS", 10)
+    monkeypatch.setattr(cli, "WRITE_BLOCK_ROWS", 16)
+    out = tmp_path / "g.csv"
+    assert main(_sweep_argv(out)) == 0
+    err = capsys.readouterr().err
+    assert "predicting 36 scenarios" in err
+    assert f"writing {out}: 16 of 36 rows" in err and f"writing {out}: 36 of 36 rows" in err
+    assert len(pd.read_csv(out)) == 36
+
+
+def test_small_tables_are_quiet(tmp_path, capsys):
+    assert main(_sweep_argv(tmp_path / "g.csv")) == 0
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_sigterm_leaves_no_temporary_file(tmp_path):
+    out = tmp_path / "big.csv"
+    argv = [sys.executable, "-m", "simulator", *_sweep_argv(out)]
+    argv[argv.index("--batch") + 1] = "1-2000"
+    argv[argv.index("--alpha") + 1] = "0.5:0.9:0.01"  # 2000 x 4 x 41 = 328,000 rows
+    proc = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".big.csv.*")) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.02)
+    assert list(tmp_path.glob(".big.csv.*")), "the sweep never started writing"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    proc.stderr.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+REPORT = (
+    GOOD.replace("batch_size\n", "batch_size,requests_per_day\n")
+    .replace(",0.7,8\n", ",0.7,8,5000\n")
+    .replace(",0.75,1\n", ",0.75,1,\n")
+    .replace(",,4\n", ",,4,\n")
+)
+
+
+def test_report_has_units_and_the_dashboards_economics(tmp_path):
+    src, out = tmp_path / "s.csv", tmp_path / "r.csv"
+    src.write_text(REPORT)
+    argv = ["predict", "--in", str(src), "--out", str(out), "--report"]
+    assert main([*argv, "--requests-per-day", "1e6"]) == 0
+    text = out.read_text()
+    header = text.splitlines()[0].split(",")
+    assert "speedup [x]" in header and "monthly_cost_spec_usd [$/month]" in header
+    assert header[-1] == "preflight"
+    report = read_report_csv(text)
+    assert set(ECONOMICS_COLUMNS) <= set(report.columns)
+    assert list(report["requests_per_day"]) == [5000, 1e6, 1e6]
+    plain = tmp_path / "p.csv"
+    src.write_text(GOOD)
+    assert main(["predict", "--in", str(src), "--out", str(plain)]) == 0
+    expected = add_economics(pd.read_csv(plain), [5000, 1e6, 1e6])
+    assert report["monthly_saving_usd"].to_numpy() == pytest.approx(
+        expected["monthly_saving_usd"].to_numpy()
+    )
+
+
+def test_demand_column_without_report_is_refused(tmp_path, capsys):
+    assert _predict_exit(tmp_path, REPORT) == 2
+    assert "field 'requests_per_day': is read only with --report" in capsys.readouterr().err
+
+
+def test_report_default_demand_is_the_dashboards(tmp_path):
+    widgets = pytest.importorskip("app.widgets")
+    assert cli.REQUESTS_PER_DAY == widgets.DEFAULT_REQUESTS_PER_DAY
+    src, out = tmp_path / "s.csv", tmp_path / "r.csv"
+    src.write_text(GOOD)
+    assert main(["predict", "--in", str(src), "--out", str(out), "--report"]) == 0
+    assert (read_report_csv(out.read_text())["requests_per_day"] == cli.REQUESTS_PER_DAY).all()
+
+
+def test_report_refuses_a_bad_demand(tmp_path, capsys):
+    assert _predict_exit(tmp_path, REPORT.replace(",0.7,8,5000", ",0.7,8,lots"), "--report") == 2
+    assert "row 1, field 'requests_per_day': 'lots'" in capsys.readouterr().err
+    assert _predict_exit(tmp_path, REPORT.replace(",0.7,8,5000", ",0.7,8,-1"), "--report") == 2
+    assert "row 1, field 'requests_per_day'" in capsys.readouterr().err
+
+
+PROFILE = ROOT / "data/profiles/cpu/tiny.json"
+
+
+def test_profile_that_matches_no_row_is_reported(tmp_path, capsys):
+    assert _predict_exit(tmp_path, GOOD, "--profile", str(PROFILE)) == 0
+    err = capsys.readouterr().err
+    assert f"warning: profile {PROFILE} (device 'cpu') matches no row" in err
+    assert "rows use gpu h100-sxm, l4" in err and "--profile-gpu" in err
+
+
+def test_profile_that_matches_a_row_is_quiet(tmp_path, capsys):
+    rows = "target,method,gpu,batch_size,weight_dtype\ntiny,none,cpu,2,bf16\n"
+    assert _predict_exit(tmp_path, rows, "--profile", str(PROFILE)) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert pd.read_csv(tmp_path / "p.csv")["latency_source"][0] != "roofline"
