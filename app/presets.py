@@ -9,7 +9,11 @@ import math
 import re
 from dataclasses import dataclass
 
-from simulator.acceptance import alpha_from_tau
+import numpy as np
+
+from simulator.acceptance import IID, alpha_from_tau, extend_measured, positions_from_tau
+from simulator.catalog import method_decay
+from simulator.scenarios import K_LIMIT
 from simulator.specs import ModelSpec
 
 WORKLOADS = ("chat", "code", "summarisation", "creative")
@@ -26,11 +30,21 @@ class Prior:
     source: str
     derived_alpha: bool
     """True when the row gives tau at k and alpha comes from the i.i.d. inversion."""
+    positions: tuple[float, ...] = ()
+    """Per-position rates p_1..p_16 the pages plan with (see `how`)."""
+    how: str = ""
+    """Where the per-position rates come from: measured, or extended along a decay."""
 
     def describe(self) -> str:
         what = f"tau {self.tau:g} at K={self.k}" if self.tau and self.k else ""
-        how = " → alpha by i.i.d. inversion" if self.derived_alpha else ""
-        return f"{self.hint}" + (f"; {what}{how}" if what else "")
+        return (
+            f"{self.hint}" + (f"; {what}" if what else "") + (f"; {self.how}" if self.how else "")
+        )
+
+    @property
+    def positions_text(self) -> str:
+        """The rates as the scenario column `acceptance_per_position` takes them."""
+        return ";".join(f"{p:.6f}" for p in self.positions)
 
 
 def _number(text: str | None) -> float | None:
@@ -50,11 +64,36 @@ def _alpha(row: dict[str, str]) -> tuple[float, float | None, int | None, bool] 
     tau = _number(row.get("mean_accepted_tokens"))
     k = _number(row.get("k"))
     k_int = int(k) if k is not None and k >= 1 else None
+    measured = [_number(v) for v in str(row.get("acceptance_per_position", "")).split(";")]
+    if alpha is None and tau is None and measured and None not in measured:
+        tau, k_int = 1.0 + sum(measured), len(measured)
     if alpha is not None and 0 <= alpha <= 1:
         return alpha, tau, k_int, False
     if tau is not None and k_int is not None and 1 <= tau <= k_int + 1:
         return float(alpha_from_tau(tau, k_int)), tau, k_int, True
     return None
+
+
+def _positions(row: dict[str, str], method: str, value) -> tuple[tuple[float, ...], str]:
+    """Per-position rates for a prior row, and how they were obtained."""
+    measured = [_number(v) for v in str(row.get("acceptance_per_position", "")).split(";")]
+    measured = [v for v in measured if v is not None]
+    if measured and all(0 <= v <= 1 for v in measured):
+        ext = extend_measured(np.array(measured, dtype=float), K_LIMIT, method_decay(method))
+        return tuple(float(p) for p in ext[0]), (
+            f"measured per position to K={len(measured)}, extended along the measured rates"
+        )
+    alpha, tau, k, _ = value
+    decay = method_decay(method)
+    if tau is not None and k is not None:
+        pos = np.ravel(positions_from_tau(tau, k, K_LIMIT, decay))
+        if decay == IID:
+            return tuple(float(p) for p in pos), f"extended past K={k} as i.i.d."
+        return tuple(float(p) for p in pos), (
+            f"extended past K={k} along the {method} decay fitted on public per-position "
+            "curves (not i.i.d.)"
+        )
+    return tuple(float(alpha) ** i for i in range(1, K_LIMIT + 1)), "only α published: i.i.d."
 
 
 def pick_prior(
@@ -76,6 +115,7 @@ def pick_prior(
         hint = row.get("draft_hint", "").strip()
         hint_slug = _slug(hint)
         score = 2 * any(s and s in hint_slug for s in target_slugs) + ("chain" in hint.lower())
+        positions, how = _positions(row, method, value)
         prior = Prior(
             alpha=round(value[0], 3),
             tau=value[1],
@@ -83,6 +123,8 @@ def pick_prior(
             hint=hint,
             source=row.get("source", "").split("|")[0].strip(),
             derived_alpha=value[3],
+            positions=positions,
+            how=how,
         )
         if best is None or score > best[0]:
             best = (score, prior)

@@ -38,7 +38,8 @@ FALLBACK_ALPHA = 0.7
 METHOD_LABELS = {
     "none": "none (no speculation)",
     "draft_model": "draft model",
-    "eagle": "EAGLE",
+    "eagle": "EAGLE (1/2)",
+    "eagle3": "EAGLE-3",
     "medusa": "Medusa",
     "mtp": "MTP",
     "ngram": "n-gram (prompt lookup)",
@@ -304,9 +305,11 @@ def _acceptance_inputs(sb, method: str, target: str) -> tuple[str, float, dict]:
         edited = abs(prior.alpha - alpha) > 5e-4
         sb.caption(
             f"Prior α {prior.alpha:.3f}: {prior.describe()}"
-            + (" (edited)" if edited else "")
+            + (" (edited: i.i.d. α as typed)" if edited else "")
             + (f" [source]({prior.source})" if prior.source.startswith("http") else "")
         )
+        if not edited and prior.positions:
+            return workload, alpha, {"acceptance_per_position": prior.positions_text}
     return workload, alpha, {"acceptance_rate": alpha}
 
 
@@ -336,7 +339,8 @@ def show_error(exc: InputError, what: str = "Input") -> None:
 
 
 def calibration_note() -> None:
-    """Under the navigation: which profile calibrates the latency model."""
+    """Under the navigation: which profile calibrates the latency model, and whether it
+    applies to the scenario's GPU (the sidebar's choice, from the session or the link)."""
     state = sim.current_calibration()
     if state.error:
         st.sidebar.error(f"Calibration profile rejected: {state.error}")
@@ -346,8 +350,22 @@ def calibration_note() -> None:
             "(choose a profile on the Profiles page to calibrate)."
         )
         return
-    devices = ", ".join(sorted(state.calibration.fits)) or "no device"
-    st.sidebar.caption(
-        f":material/speed: Calibrated by **{state.label}** (device: {devices}). Scenarios "
-        "on that device use its measured step times."
-    )
+    devices = sorted(state.calibration.fits)
+    shown = ", ".join(devices) or "no device"
+    gpu = st.session_state.get("gpu") or st.query_params.get("gpu")
+    if gpu is None:
+        st.sidebar.caption(
+            f":material/speed: Calibrated by **{state.label}** (device: {shown}). Scenarios "
+            "on that device use its measured step times."
+        )
+    elif gpu in devices:
+        st.sidebar.caption(
+            f":material/speed: Calibrated by **{state.label}** (device: {shown}): this "
+            f"scenario's {gpu} uses its measured step times."
+        )
+    else:
+        st.sidebar.caption(
+            f":material/warning: Latency: analytic roofline from catalog specs. Profile "
+            f"**{state.label}** (device: {shown}) does not apply to this scenario's GPU, "
+            f"{gpu}; only scenarios on {shown} are calibrated by it."
+        )

@@ -11,6 +11,8 @@ All functions take numpy arrays (or scalars) and broadcast.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 _ALPHA_ONE = 1.0 - 1e-12
@@ -94,28 +96,6 @@ def tau_from_draft_acceptance_rate(rate, k):
     return 1.0 + np.asarray(rate, dtype=float) * np.asarray(k, dtype=float)
 
 
-def extend_positions(positions, k_max: int):
-    """Extend measured per-position rates to k_max positions.
-
-    Positions past the measured ones continue geometrically with the ratio of the last
-    two measured rates (or the last rate itself when only one is known), capped at 1,
-    so that a K sweep beyond what an engine reported stays non-increasing.
-    """
-    p = np.atleast_2d(np.asarray(positions, dtype=float))
-    n = p.shape[-1]
-    if n >= k_max:
-        return p[..., :k_max]
-    last = p[..., -1]
-    if n >= 2:
-        prev = p[..., -2]
-        ratio = np.where(prev > 0, last / np.where(prev > 0, prev, 1.0), 0.0)
-    else:
-        ratio = last
-    ratio = np.clip(ratio, 0.0, 1.0)
-    extra = last[..., None] * ratio[..., None] ** np.arange(1, k_max - n + 1)
-    return np.concatenate([p, extra], axis=-1)
-
-
 def accepted_tokens_pmf(positions, k):
     """Distribution of tokens emitted per step (1..K+1) from per-position rates.
 
@@ -153,3 +133,146 @@ def tokens_per_step_quantile_iid(alpha, k, q: float):
         j = np.ceil(np.log1p(-q) / np.log(np.clip(alpha, 1e-300, 1.0)) - 1e-9)
     j = np.where(alpha >= 1.0, k + 1.0, np.where(alpha <= 0.0, 1.0, j))
     return np.clip(np.nan_to_num(j, nan=1.0, posinf=k + 1.0), 1.0, k + 1.0)
+
+
+@dataclass(frozen=True)
+class Decay:
+    """How a method's acceptance falls with draft position.
+
+    The conditional acceptance of position i >= 2 (accepted given i-1 accepted) is
+    `min(1, rho * p1 * delta^(i-2))`, so `p_i = p1 * prod_{j=2..i} c_j`. rho = delta = 1
+    is the i.i.d. model (p_i = p1^i); rho < 1 means deeper positions are harder than the
+    first, delta < 1 that they get harder still with depth. Positions past `depth` (an MTP
+    module's trained depth) reuse the last module: their conditional is
+    `min(1, reuse_rho * p1)`.
+    """
+
+    rho: float = 1.0
+    delta: float = 1.0
+    depth: float = np.inf
+    reuse_rho: float = 1.0
+
+
+IID = Decay()
+
+
+def positions_from_p1(p1, k_max: int, decay: Decay = IID):
+    """Per-position rates p_1..p_k_max (shape (..., k_max)) for first-position rate p1.
+
+    The decay's fields may be arrays that broadcast with p1 (a grid of decays at once).
+    """
+    p1 = np.clip(np.asarray(p1, dtype=float), 0.0, 1.0)
+    rho, delta, depth, reuse = (
+        np.broadcast_to(np.asarray(v, dtype=float), p1.shape)[..., None]
+        for v in (decay.rho, decay.delta, decay.depth, decay.reuse_rho)
+    )
+    i = np.arange(2, k_max + 1)
+    first = p1[..., None]
+    cond = np.where(i <= depth, rho * first * delta ** (i - 2.0), reuse * first)
+    tail = first * np.cumprod(np.clip(cond, 0.0, 1.0), axis=-1)
+    return np.concatenate([first, tail], axis=-1)
+
+
+def p1_for_tau(tau, k, decay: Decay = IID, *, iterations: int = 40):
+    """The first-position rate whose decay curve gives mean tokens tau at K drafts.
+
+    tau(K) grows with p1, so bisection on [0, 1]; a tau above what p1 = 1 reaches gets 1.
+    The decay's fields may be arrays that broadcast with tau.
+    """
+    tau = np.asarray(tau, dtype=float)
+    shape = np.broadcast_shapes(
+        tau.shape, *(np.shape(v) for v in (decay.rho, decay.delta, decay.depth, decay.reuse_rho))
+    )
+    tau = np.broadcast_to(tau, shape)
+    k = np.broadcast_to(np.asarray(k, dtype=float), shape)
+    k_max = int(np.nanmax(k)) if k.size else 1
+    lo, hi = np.zeros(shape), np.ones(shape)
+    for _ in range(iterations):
+        mid = (lo + hi) / 2.0
+        above = tau_from_positions(positions_from_p1(mid, k_max, decay), k) > tau
+        lo, hi = np.where(above, lo, mid), np.where(above, mid, hi)
+    return (lo + hi) / 2.0
+
+
+def positions_from_tau(tau, k, k_max: int, decay: Decay = IID):
+    """Extend tau measured at K drafts to k_max positions along the method's decay."""
+    return positions_from_p1(p1_for_tau(tau, k, decay), k_max, decay)
+
+
+def extend_measured(positions, k_max: int, decay: Decay = IID):
+    """Extend measured per-position rates to k_max positions.
+
+    Past the measured positions the conditional acceptance stays at the geometric mean
+    of the measured conditionals p_i / p_{i-1}, i >= 2 (their tail: a single ratio is
+    noisy, and a trend fitted to a few positions overshoots); with only p_1 measured, the
+    method's `decay` continues it. NaN entries are positions never measured.
+    """
+    p = np.atleast_2d(np.asarray(positions, dtype=float))
+    n = p.shape[-1]
+    if n >= k_max:
+        return p[..., :k_max]
+    known = np.sum(~np.isnan(p), axis=-1)
+    p = np.nan_to_num(p, nan=0.0)
+    rows = np.arange(p.shape[0])
+    last = p[rows, np.maximum(known - 1, 0)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(p[..., :-1] > 0, p[..., 1:] / p[..., :-1], 0.0)
+    idx = np.arange(1, n)
+    use = (idx[None, :] < known[:, None]) & (ratios > 0)
+    logs = np.where(use, np.log(np.where(ratios > 0, ratios, 1.0)), 0.0)
+    count = use.sum(axis=-1)
+    tail = np.where(count > 0, np.exp(logs.sum(axis=-1) / np.maximum(count, 1)), 0.0)
+    single = positions_from_p1(p[:, 0], k_max, decay)
+    out = np.zeros((p.shape[0], k_max))
+    for j in range(k_max):
+        steps = j - (known - 1)
+        extended = last * np.clip(tail, 0.0, 1.0) ** np.maximum(steps, 0)
+        from_one = single[:, j]
+        measured = p[:, j] if j < n else np.zeros(p.shape[0])
+        out[:, j] = np.where(
+            j < known, measured, np.where(count > 0, extended, np.where(known == 1, from_one, 0))
+        )
+    return out
+
+
+def curve_taus(kind: str, values: str) -> dict[int, float]:
+    """tau at each K of a public curve: `per_position` "p1;p2;..." or `tau_by_k`
+    "k1:tau1;k2:tau2;..." (the format of data/acceptance_curves.csv)."""
+    parts = [v.strip() for v in values.split(";") if v.strip()]
+    if kind == "per_position":
+        p = np.array([float(v) for v in parts])
+        return {k: float(1.0 + p[:k].sum()) for k in range(1, len(p) + 1)}
+    if kind == "tau_by_k":
+        out = {}
+        for part in parts:
+            k, tau = part.split(":")
+            out[int(k)] = float(tau)
+        return out
+    raise ValueError(f"unknown curve kind {kind!r}")
+
+
+def fit_decay(
+    curves: list[dict[int, float]], anchor_k: int = 3, max_rho: float = 1.4
+) -> tuple[Decay, float]:
+    """The (rho, delta) that best extends each curve from its tau at the K nearest
+    `anchor_k` to its other Ks: a grid over rho in [0.5, max_rho] and delta in [0.6, 1]
+    (steps of 0.02), minimising the mean squared relative error of tau. Returns the decay
+    and the median relative error of tau over the extended points."""
+    rho, delta = np.meshgrid(np.arange(0.5, max_rho + 1e-4, 0.02), np.arange(0.6, 1.0001, 0.02))
+    grid = Decay(rho=rho.ravel(), delta=delta.ravel())
+    errs = []
+    for taus in curves:
+        ks = np.array(sorted(taus))
+        if len(ks) < 2:
+            continue
+        anchor = int(ks[np.argmin(np.abs(ks - anchor_k))])
+        p1 = p1_for_tau(np.full(rho.size, taus[anchor]), anchor, grid)
+        pos = positions_from_p1(p1, int(ks.max()), grid)
+        for k in ks[ks != anchor]:
+            errs.append(tau_from_positions(pos, np.full(rho.size, k)) / taus[int(k)] - 1.0)
+    if not errs:
+        return IID, float("nan")
+    errs = np.stack(errs)
+    best = int(np.argmin(np.mean(np.square(errs), axis=0)))
+    decay = Decay(rho=round(float(grid.rho[best]), 2), delta=round(float(grid.delta[best]), 2))
+    return decay, float(np.median(np.abs(errs[:, best])))

@@ -201,3 +201,69 @@ def default_models() -> dict[str, ModelSpec]:
 def load_acceptance_priors(path: str | Path = PRIORS_CSV) -> list[dict[str, str]]:
     """Published acceptance figures per workload and method, as rows of strings."""
     return [row for _, row in _read_rows(Path(path))]
+
+
+CURVES_CSV = DATA_DIR / "acceptance_curves.csv"
+
+MTP_REUSE_P1 = 0.85
+"""DeepSeek-V3's MTP module accepts its token 85% to 90% of the time (technical report,
+sec. 5.4.3, arXiv 2412.19437); the lower end."""
+MTP_REUSE_TAU7 = 3.20
+"""The same depth-1 module reused autoregressively for K=7 gives tau 3.20 at temperature 0
+(nebius/MTP-DeepSeek-V3-0324 model card, original MTP row)."""
+
+
+def load_acceptance_curves(path: str | Path = CURVES_CSV) -> list[dict[str, str]]:
+    """Public per-position acceptance curves, one row each (see data/README.md)."""
+    return [row for _, row in _read_rows(Path(path))]
+
+
+@cache
+def method_decays() -> dict[str, Any]:
+    """Each method's decay of acceptance with position, fitted on its public curves.
+
+    `acceptance.fit_decay` per method over data/acceptance_curves.csv with rho capped at 1:
+    a planner does not carry a conditional acceptance that rises with depth (MTP-8 on
+    GSM8K, n-grams on code edits and our greedy CPU pair show one) to other workloads, so
+    those methods extend as i.i.d. A method without curves (Medusa) is i.i.d. The MTP
+    decay's reuse past the trained depth solves `MTP_REUSE_TAU7` from `MTP_REUSE_P1`.
+    """
+    import numpy as np
+
+    from simulator.acceptance import (
+        IID,
+        Decay,
+        curve_taus,
+        fit_decay,
+        positions_from_p1,
+        tau_from_positions,
+    )
+
+    by_method: dict[str, list[dict[int, float]]] = {}
+    for row in load_acceptance_curves():
+        by_method.setdefault(row["method"], []).append(curve_taus(row["kind"], row["values"]))
+    out: dict[str, Any] = {}
+    for method, curves in by_method.items():
+        decay, _ = fit_decay(curves, max_rho=1.0)
+        out[method] = decay
+    reuse = np.linspace(0.3, 1.0, 701)
+    taus = tau_from_positions(
+        positions_from_p1(np.full(reuse.size, MTP_REUSE_P1), 7, Decay(depth=1, reuse_rho=reuse)),
+        7,
+    )
+    mtp = out.get("mtp", IID)
+    out["mtp"] = dataclasses.replace(
+        mtp, depth=1.0, reuse_rho=float(reuse[np.argmin(np.abs(taus - MTP_REUSE_TAU7))])
+    )
+    return out
+
+
+def method_decay(method: str, mtp_depth: float = 1.0):
+    """`method_decays()[method]` (i.i.d. for a method without public curves), with an MTP
+    checkpoint's trained depth."""
+    from simulator.acceptance import IID
+
+    decay = method_decays().get(method, IID)
+    if method == "mtp":
+        decay = dataclasses.replace(decay, depth=float(mtp_depth))
+    return decay

@@ -3,10 +3,11 @@
 - draft_model: a separate small model of the same tokenizer, K autoregressive steps.
 - eagle: a head of about one decoder layer of the target plus a 2H->H fusion layer,
   sharing the target's embedding and LM head; K autoregressive steps.
-- mtp: DeepSeek's multi-token-prediction module, one full target layer (its experts
-  included) plus the 2H->H projection; K autoregressive steps.
-- medusa: K heads (a residual H x H block and an H x V LM head each) that all run once
-  per step from the target's last hidden state.
+- eagle3: the same with a 3H->H fusion of low, middle and high target features.
+- mtp: DeepSeek's multi-token-prediction modules, one full target layer each (its experts
+  included) plus the 2H->H projection, `mtp_depth` of them loaded; K autoregressive steps.
+- medusa: a fixed number of heads (a residual H x H block and an H x V LM head each, all
+  loaded) that all run once per step from the target's last hidden state.
 - ngram: prompt lookup on the CPU; no GPU parameters, cache or time.
 Sizes are parameter counts, bytes and milliseconds; arrays broadcast per scenario.
 """
@@ -43,26 +44,37 @@ def _layer_shared_params(t: ModelArrays) -> np.ndarray:
     return (body - t.embedding_params) / t.num_layers
 
 
-def get_head_params(method, t: ModelArrays, k) -> np.ndarray:
-    """Parameters a self-speculative head adds to the deployment (0 for other methods)."""
+def get_head_params(method, t: ModelArrays, k, medusa_heads=None, mtp_depth=1.0) -> np.ndarray:
+    """Parameters a self-speculative head adds to the deployment (0 for other methods).
+
+    Medusa loads all its heads (`medusa_heads`, default K), MTP all `mtp_depth` modules.
+    """
     m = method_masks(method)
     h = t.hidden_size
-    fusion = 2.0 * h * h
     # On an MoE target the EAGLE head still carries a dense MLP of the target's width.
-    eagle = (
-        _layer_shared_params(t)
-        + np.where(t.num_experts > 0, 3.0 * h * t.intermediate_size, 0.0)
-        + fusion
+    layer = _layer_shared_params(t) + np.where(
+        t.num_experts > 0, 3.0 * h * t.intermediate_size, 0.0
     )
-    mtp = _layer_shared_params(t) + t.num_experts * t.params_per_expert + fusion
-    medusa = np.asarray(k, dtype=float) * (h * h + h * t.vocab_size)
-    return np.select([m["eagle"], m["mtp"], m["medusa"]], [eagle, mtp, medusa], 0.0)
+    eagle = layer + 2.0 * h * h
+    eagle3 = layer + 3.0 * h * h
+    mtp = (_layer_shared_params(t) + t.num_experts * t.params_per_expert + 2.0 * h * h) * (
+        np.asarray(mtp_depth, dtype=float)
+    )
+    heads = np.asarray(k if medusa_heads is None else medusa_heads, dtype=float)
+    medusa = heads * (h * h + h * t.vocab_size)
+    return np.select(
+        [m["eagle"], m["eagle3"], m["mtp"], m["medusa"]], [eagle, eagle3, mtp, medusa], 0.0
+    )
 
 
-def get_draft_params(method, t: ModelArrays, d: ModelArrays, k) -> np.ndarray:
+def get_draft_params(
+    method, t: ModelArrays, d: ModelArrays, k, medusa_heads=None, mtp_depth=1.0
+) -> np.ndarray:
     """Parameters the speculation method adds to GPU memory."""
     m = method_masks(method)
-    return np.where(m["draft_model"], d.total_params, get_head_params(m, t, k))
+    return np.where(
+        m["draft_model"], d.total_params, get_head_params(m, t, k, medusa_heads, mtp_depth)
+    )
 
 
 def get_draft_kv_bytes_per_token(method, t: ModelArrays, d: ModelArrays, kv_bytes):
@@ -71,7 +83,7 @@ def get_draft_kv_bytes_per_token(method, t: ModelArrays, d: ModelArrays, kv_byte
     full_draft = d.num_layers * d.kv_values_per_token_per_layer * kv_bytes
     one_target_layer = t.kv_values_per_token_per_layer * kv_bytes
     return np.select(
-        [m["draft_model"], m["eagle"] | m["mtp"]],
+        [m["draft_model"], m["eagle"] | m["eagle3"] | m["mtp"]],
         [full_draft, one_target_layer],
         0.0,
     )
@@ -91,6 +103,7 @@ def get_draft_step_ms(
     draft_model_step_ms=None,
     head_overhead_ms=None,
     draft_model_round_ms=None,
+    medusa_heads=None,
 ):
     """Time in ms the draft spends per speculative step (all K proposals together).
 
@@ -130,7 +143,8 @@ def get_draft_step_ms(
         _layer_shared_params(t) + experts * t.params_per_expert,
         get_head_params("eagle", t, k) - 2.0 * h * h,
     )
-    head_params = head_layer + 2.0 * h * h + lm_head
+    fusion = np.where(m["eagle3"], 3.0, 2.0) * h * h
+    head_params = head_layer + fusion + lm_head
     head_kv = (b * np.asarray(context_len) + b) * t.kv_values_per_token_per_layer * kv_bytes
     head_bytes = head_params * weight_bytes / tp + head_kv * get_kv_share_per_gpu(t, tp)
     head_flops = (
@@ -142,7 +156,9 @@ def get_draft_step_ms(
         + get_allreduce_ms(tp, 2.0, b, h, hw.link_gbps, d_defaults)
         + head_overhead
     )
-    medusa_params = k * (h * h + lm_head)
+    medusa_params = (k if medusa_heads is None else np.asarray(medusa_heads, float)) * (
+        h * h + lm_head
+    )
     medusa_step = (
         get_roofline_ms(
             medusa_params * weight_bytes / tp,
@@ -160,7 +176,7 @@ def get_draft_step_ms(
             np.isnan(draft_model_round_ms), draft_model_round, draft_model_round_ms
         )
     return np.select(
-        [m["draft_model"], m["eagle"] | m["mtp"], m["medusa"]],
+        [m["draft_model"], m["eagle"] | m["eagle3"] | m["mtp"], m["medusa"]],
         [draft_model_round, k * head_step, medusa_step],
         0.0,
     )
@@ -194,4 +210,4 @@ def get_draft_prefill_ms(
         params=head_layer + 2.0 * h * h,
         num_layers=1.0,
     )
-    return np.select([m["draft_model"], m["eagle"] | m["mtp"]], [model, head], 0.0)
+    return np.select([m["draft_model"], m["eagle"] | m["eagle3"] | m["mtp"]], [model, head], 0.0)

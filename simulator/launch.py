@@ -12,11 +12,22 @@ from simulator.specs import ModelSpec
 _VLLM_METHOD = {
     "draft_model": "draft_model",
     "eagle": "eagle",
+    "eagle3": "eagle3",
     "medusa": "medusa",
     "mtp": "mtp",
     "ngram": "ngram",
 }
-_SGLANG_ALGO = {"eagle": "EAGLE", "draft_model": "STANDALONE", "mtp": "EAGLE", "ngram": "NGRAM"}
+_SGLANG_ALGO = {
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "draft_model": "STANDALONE",
+    "mtp": "EAGLE",
+    "ngram": "NGRAM",
+}
+SGLANG_CHAIN_NOTE = (
+    "# --speculative-num-draft-tokens is K+1 for a chain (topk 1): K drafted tokens plus "
+    "the bonus token the target adds"
+)
 
 
 def _repo(model: ModelSpec | None, fallback: str) -> str:
@@ -48,7 +59,10 @@ def vllm_command(
     weight_dtype: str = "bf16",
     ranges: list[tuple[int, int, int]] | None = None,
 ) -> str:
-    """`vllm serve` with `--speculative-config` JSON for exactly this deployment."""
+    """`vllm serve` with `--speculative-config` JSON for exactly this deployment.
+
+    vLLM's method names: draft_model, eagle (EAGLE-1/2 heads), eagle3, medusa (K must equal
+    the checkpoint's heads), mtp, ngram."""
     args = [
         "vllm",
         "serve",
@@ -70,7 +84,7 @@ def vllm_command(
         spec: dict = {"method": _VLLM_METHOD[method], "num_speculative_tokens": int(k)}
         if method == "draft_model":
             spec["model"] = _repo(draft, draft.id if draft else "<draft>")
-        elif method in ("eagle", "medusa"):
+        elif method in ("eagle", "eagle3", "medusa"):
             spec["model"] = head_repo or f"<{method} head for {target.id}>"
         elif method == "ngram":
             spec.update(prompt_lookup_min=2, prompt_lookup_max=5)
@@ -124,8 +138,12 @@ def sglang_command(
         ]
         if method == "draft_model":
             args += ["--speculative-draft-model-path", _repo(draft, draft.id if draft else "")]
-        elif method == "eagle":
-            args += ["--speculative-draft-model-path", head_repo or f"<eagle head for {target.id}>"]
+        elif method in ("eagle", "eagle3"):
+            args += [
+                "--speculative-draft-model-path",
+                head_repo or f"<{method} head for {target.id}>",
+            ]
+        return SGLANG_CHAIN_NOTE + "\n" + " ".join(shlex.quote(a) for a in args)
     elif method == "medusa":
         return "# SGLang has no Medusa support; use vLLM or TensorRT-LLM\n" + " ".join(
             shlex.quote(a) for a in args

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from simulator import acceptance, drafts, economics, memory, steady
-from simulator.catalog import default_gpus, default_models
+from simulator.catalog import default_gpus, default_models, method_decays
 from simulator.defaults import DEFAULTS, ModelDefaults
 from simulator.errors import InputError
 from simulator.latency import Hardware, ModelArrays, get_model_step_ms
@@ -192,6 +192,8 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
     output = sc["output_len"].to_numpy(dtype=float)
     verify = sc["verify_tokens"].to_numpy(dtype=float)
     context = prompt + output / 2.0
+    heads = sc["medusa_heads"].to_numpy(dtype=float)
+    mtp_depth = sc["mtp_depth"].to_numpy(dtype=float)
     draft_window = sc["draft_context_len"].to_numpy(dtype=float)
     d_context = np.where(np.isnan(draft_window), context, np.minimum(context, draft_window))
 
@@ -211,8 +213,8 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
     }
     if has_pos.any():
         rows = np.flatnonzero(has_pos)
-        pos = acceptance.extend_positions(
-            np.nan_to_num(positions[rows], nan=0.0), int(k[rows].max())
+        pos = _extend_measured(
+            positions[rows], k[rows], _strings(sc["method"])[rows], mtp_depth[rows]
         )
         tau[rows] = acceptance.tau_from_positions(pos, k[rows])
         alpha[rows] = acceptance.alpha_from_tau(tau[rows], k[rows])
@@ -225,7 +227,9 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
     # A draft model that is the target itself (self-speculation with a compressed cache,
     # as MagicDec runs it) shares the target's weights.
     self_draft = method["draft_model"] & (d_codes == t_idx)
-    draft_weights = np.where(self_draft, 0.0, drafts.get_draft_params(method, t, d, k) * wbytes)
+    draft_weights = np.where(
+        self_draft, 0.0, drafts.get_draft_params(method, t, d, k, heads, mtp_depth) * wbytes
+    )
     kv_t = memory.get_kv_bytes_per_token_arrays(t, kvbytes)
     kv_d = drafts.get_draft_kv_bytes_per_token(method, t, d, kvbytes)
     act = memory.get_activation_reserve_bytes(t, tp, defaults)
@@ -247,7 +251,9 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
     ) * (d_context / context)
     cap_base = memory.get_token_capacity(usable_base, kv_rep_t)
     cap_spec = memory.get_token_capacity(usable_spec, kv_rep_t + kv_rep_d)
-    lookahead = np.where(method["draft_model"] | method["eagle"] | method["mtp"], k, 0.0)
+    lookahead = np.where(
+        method["draft_model"] | method["eagle"] | method["eagle3"] | method["mtp"], k, 0.0
+    )
     conc_base = memory.get_max_concurrency(cap_base, prompt, output, 0)
     conc_spec = memory.get_max_concurrency(cap_spec, prompt, output, lookahead)
     conc_spec = np.where(spec_on, conc_spec, conc_base)
@@ -335,6 +341,7 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
             draft_model_step_ms=d_model_step,
             head_overhead_ms=over_head,
             draft_model_round_ms=d_round,
+            medusa_heads=heads,
         )
 
         # Steady state: the prompts of the requests that replace finished ones ride in each
@@ -426,6 +433,7 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
     # that context, they are not a request that must fit the model's window.
     length = np.where(in_steady, prompt + output, 0.0)
     status = _status(
+        k > np.where(method["medusa"], heads, np.inf),
         sc,
         models,
         method,
@@ -536,6 +544,24 @@ def _break_even_alpha(spec_on, spec_step, tau, per_tau, base_step, b_base, b_spe
     return out
 
 
+def _extend_measured(positions, k, methods, mtp_depth) -> np.ndarray:
+    """Measured per-position rates (NaN past the measured ones) extended to the largest K:
+    along the measured conditionals, or, from a single measured position, along the
+    method's decay fitted on public curves (`catalog.method_decays`)."""
+    k_max = int(k.max())
+    single = (np.sum(~np.isnan(positions), axis=-1) == 1) & (k > 1)
+    out = np.zeros((len(positions), k_max))
+    for name, depth in sorted(set(zip(methods, mtp_depth, strict=True))):
+        sel = (methods == name) & (mtp_depth == depth)
+        decay = acceptance.IID
+        if single[sel].any():
+            decay = method_decays().get(name, acceptance.IID)
+            if name == "mtp":
+                decay = replace(decay, depth=float(depth))
+        out[sel] = acceptance.extend_measured(positions[sel], k_max, decay)
+    return out
+
+
 @dataclass(frozen=True)
 class _Priced:
     """Per-step times in ms at the batches that run, one entry per scenario."""
@@ -564,6 +590,7 @@ class _Status:
 
 
 def _status(
+    too_many_heads,
     sc,
     models,
     method,
@@ -620,6 +647,11 @@ def _status(
         (
             over_spec,
             "overloaded with speculation: the request rate exceeds what the replica serves",
+        ),
+        (
+            too_many_heads,
+            "cannot run with speculation: K exceeds the Medusa checkpoint's heads "
+            "(medusa_heads); engines refuse it",
         ),
     ]
     rules = base_rules + [(spec_on & mask, msg) for mask, msg in spec_rules]

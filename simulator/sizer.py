@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 
 from simulator import economics
+from simulator.acceptance import positions_from_tau
+from simulator.catalog import method_decay
 from simulator.errors import InputError
 from simulator.predict import predict
 from simulator.sweep import build_grid
@@ -58,7 +60,9 @@ def size(
 
     `base` holds scenario columns (acceptance included); K runs 0..k_max and batch over
     `batches`. A mean_accepted_tokens figure only holds for the K it was measured at, so
-    it is converted to the equivalent i.i.d. alpha before sweeping K.
+    it is turned into per-position rates along the method's decay (fitted on public
+    curves, `catalog.method_decay`) before sweeping K; an acceptance_rate is i.i.d. by
+    definition and stays so.
     """
     if k_max < 0 or k_max > 16:
         raise InputError(f"{k_max} must be in 0..16", field="k_max")
@@ -68,10 +72,10 @@ def size(
     base = dict(base)
     acc = _acceptance_cols(base)
     if "mean_accepted_tokens" in acc:
-        from simulator.acceptance import alpha_from_tau
-
         k_given = int(base.get("k") or 3)
-        acc = {"acceptance_rate": float(alpha_from_tau(acc["mean_accepted_tokens"], k_given))}
+        decay = method_decay(str(base.get("method", "")), float(base.get("mtp_depth") or 1))
+        pos = positions_from_tau(float(acc["mean_accepted_tokens"]), k_given, max(k_max, 1), decay)
+        acc = {"acceptance_per_position": ";".join(f"{p:.6f}" for p in np.ravel(pos))}
     for c in ("acceptance_rate", "mean_accepted_tokens", "acceptance_per_position", "k"):
         base.pop(c, None)
     method = base.get("method", "none")

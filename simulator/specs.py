@@ -19,8 +19,10 @@ DTYPE_BYTES: dict[str, float] = {
 }
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp32")
 KV_DTYPES = ("bf16", "fp16", "fp8", "fp32")
-METHODS = ("none", "draft_model", "eagle", "medusa", "mtp", "ngram")
-SELF_SPECULATIVE = ("eagle", "medusa", "mtp")
+METHODS = ("none", "draft_model", "eagle", "eagle3", "medusa", "mtp", "ngram")
+SELF_SPECULATIVE = ("eagle", "eagle3", "medusa", "mtp")
+HEADS = ("eagle", "eagle3", "mtp")
+"""Methods that draft with a one-layer head autoregressively: K forwards of the head."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app import figures, sim, widgets
+from app.presets import MEASURED
 from simulator.economics import get_payback_months
 from simulator.errors import InputError
 from simulator.preflight import K_MAX_SENSIBLE
@@ -69,7 +70,11 @@ def _curve_rows(k_values, batches) -> tuple[pd.DataFrame, list[str]]:
     rows, labels = [], []
     user = f"your scenario (α {scenario.alpha:.2f})"
     if "acceptance_per_position" in scenario.acceptance:
-        user = "your scenario (measured per position)"
+        user = (
+            "your scenario (measured per position)"
+            if scenario.workload == MEASURED
+            else "your scenario (prior, by position)"
+        )
     for b in batches:
         for k in k_values:
             rows.append(scenario.row(k, b))
@@ -119,6 +124,12 @@ except InputError as exc:
     st.stop()
 
 row = report.iloc[0].to_dict()
+if scenario.speculative and k_choice == "best" and best_here == max(K_SEARCH):
+    st.warning(
+        f"Best K sits on the search ceiling (K = {best_here}): the speedup still rises "
+        f"there. Raise K up to {max(K_CHART)} with the K selector, or search further in "
+        "the Concurrency sizer."
+    )
 payback = float(get_payback_months(migration_usd, row["monthly_saving_usd"]))
 st.session_state["roi_row"] = {**row, "payback_months": payback}
 

@@ -123,6 +123,12 @@ def _signed_money(x: float) -> str:
     return f"{'-' if x < 0 else '+'}${abs(x):,.0f}"
 
 
+def _break_even_text(break_even: int | None) -> str:
+    if break_even:
+        return f"Speculation stops paying at batch {break_even}. "
+    return "Speculation pays at every batch. "
+
+
 st.session_state["sizer_result"] = {
     "choice": choice,
     "baseline_choice": result.baseline_choice,
@@ -192,10 +198,18 @@ st.subheader(f"Best K per batch under the SLO ({slo_text})")
 f1, f2 = st.columns(2)
 f1.plotly_chart(figures.tpot_by_batch(grid, slo_tpot_ms=slo_tpot), key="sizer_tpot")
 f2.plotly_chart(figures.best_k_by_batch(result.best), key="sizer_best_k")
-be = result.break_even_batch
+if not scenario.speculative:
+    st.info("Method 'none' is the baseline: choose a method in the sidebar to see the gain.")
+elif k_max > 0 and (result.best["best_k"] == k_max).any():
+    at = result.best.loc[result.best["best_k"] == k_max, "batch_size"].astype(int).tolist()
+    st.warning(
+        f"Best K sits on the search ceiling (K = {k_max}) at batch "
+        f"{', '.join(map(str, at))}: the speedup still rises there. Raise K up to "
+        f"{min(2 * k_max, 16)} (the maximum K above) to find the optimum."
+    )
 st.caption(
-    ("Speculation stops paying at batch " + f"{be}." if be else "Speculation pays at every batch.")
-    + " Largest batch meeting the SLO and fitting in memory, by K: "
+    (_break_even_text(result.break_even_batch) if scenario.speculative else "")
+    + "Largest batch meeting the SLO and fitting in memory, by K: "
     + ", ".join(
         f"K={k}: {b if b is not None else 'none'}" for k, b in result.max_batch_under_slo.items()
     )

@@ -146,3 +146,14 @@ def profile_json() -> bytes:
 @pytest.fixture
 def profile_csv() -> bytes:
     return profile_to_csv(profile_from_dict(sample_profile_doc(), "cpu.csv")).encode()
+
+
+def default_positions() -> str:
+    """The dashboard's default acceptance: the chat x EAGLE prior for Llama-3.3-70B
+    (tau 2.94 at K=3, acceptance_priors.csv), by position along the EAGLE decay."""
+    from app.presets import pick_prior
+    from simulator.catalog import default_models, load_acceptance_priors
+
+    prior = pick_prior(load_acceptance_priors(), "chat", "eagle", default_models()["llama-3.3-70b"])
+    assert prior.tau == 2.94 and prior.k == 3
+    return prior.positions_text

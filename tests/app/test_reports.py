@@ -10,6 +10,7 @@ import pytest
 from simulator import OUTPUT_COLUMNS, predict
 from simulator.reports import read_report_csv
 from simulator.scenarios import INPUT_COLUMNS
+from tests.app.conftest import default_positions
 
 SHOWN_TO_COLUMN = {
     "speedup [x]": "speedup",
@@ -46,7 +47,10 @@ def test_table_is_prefilled_from_the_scenario(app):
     assert table["method"].tolist() == ["none", "eagle"]
     assert table["batch_size"].tolist() == [32, 32]
     assert table["k"].tolist() == [0, 4]
-    assert table["acceptance_rate"].iloc[1] == pytest.approx(0.797)
+    # The chat x EAGLE prior (tau 2.94 at K=3), planned by position along the EAGLE decay.
+    rates = [float(x) for x in table["acceptance_per_position"].iloc[1].split(";")]
+    assert len(rates) == 16 and rates == sorted(rates, reverse=True)
+    assert 1 + sum(rates[:3]) == pytest.approx(2.94, abs=1e-4)
     assert at.data_editor[0].editing_mode == "dynamic"
 
 
@@ -82,7 +86,7 @@ def test_editing_a_row_reruns_the_simulator(app):
                     "num_gpus": 4,
                     "k": 5,
                     "batch_size": 64,
-                    "acceptance_rate": 0.797,
+                    "acceptance_per_position": default_positions(),
                 }
             ]
         )
@@ -126,3 +130,25 @@ def test_added_rows_and_an_emptied_table(app):
     assert read_report_csv(at.session_state["report_csv"])["gpu"].iloc[2] == "l40s"
     _edit(at, deleted=[0, 1])
     assert any("table is empty" in i.value for i in at.info)
+
+
+def _summary(at) -> str:
+    return next(c.value for c in at.caption if "scenarios, each an alternative" in c.value)
+
+
+def test_summary_names_the_row_with_the_largest_saving_not_a_sum(app):
+    at = app("reports")
+    _edit(at, added=[{**at.data_editor[0].value.iloc[1].to_dict(), "k": 2, "batch_size": 4}])
+    saving = _results(at)["saving $/month"].to_numpy(dtype=float)
+    assert len(saving) == 3 and (saving[1:] > 0).all()
+    best = int(np.argmax(saving))
+    text = _summary(at)
+    assert f"row {best + 1} (eagle K=" in text
+    assert f"${saving[best]:,.0f} a month" in text
+    assert f"${np.nansum(saving):,.0f}" not in text and "all rows" not in text
+
+
+def test_summary_with_no_saving_says_so(app):
+    at = app("reports", query={"method": "none"})
+    assert len(_results(at)) == 1
+    assert "No row saves money" in _summary(at)

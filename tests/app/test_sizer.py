@@ -13,6 +13,7 @@ import pytest
 from simulator import predict
 from simulator.launch import vllm_schedule
 from simulator.sizer import schedule_ranges, size
+from tests.app.conftest import default_positions
 
 BASE = {
     "target": "llama-3.3-70b",
@@ -23,7 +24,7 @@ BASE = {
     "kv_dtype": "bf16",
     "prompt_len": 1024,
     "output_len": 256,
-    "acceptance_rate": 0.797,
+    "acceptance_per_position": default_positions(),
 }
 DEMAND = 2_000_000 * 256 / 86400  # the default requests/day x output tokens
 
@@ -119,6 +120,22 @@ def test_method_none_sizes_the_baseline_only(app, charts):
     assert names == ["off (K=0)"]
     vllm = next(c.value for c in at.code if c.value.startswith("vllm serve"))
     assert "--speculative-config" not in vllm
+
+
+def test_method_none_is_the_baseline_with_no_break_even_claim(app):
+    at = app("sizer", query={"method": "none"})
+    assert any("Method 'none' is the baseline" in i.value for i in at.info)
+    text = " ".join(c.value for c in at.main.caption)
+    assert "paying" not in text and "pays" not in text
+    assert "Largest batch meeting the SLO and fitting in memory, by K: K=0:" in text
+
+
+def test_a_speculative_method_states_where_speculation_pays(app):
+    at = app("sizer")
+    assert not [i for i in at.info if "baseline" in i.value]
+    be = at.session_state["sizer_result"]["break_even_batch"]
+    claim = f"stops paying at batch {be}." if be else "pays at every batch."
+    assert any(f"Speculation {claim}" in c.value for c in at.caption)
 
 
 @pytest.mark.parametrize("gpus", ["1", "8"])

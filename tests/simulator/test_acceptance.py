@@ -58,9 +58,16 @@ def test_pmf_sums_to_one_and_mean_is_tau():
         assert mean == pytest.approx(acceptance.tau_from_positions(p, k)[0])
 
 
-def test_extend_positions_continues_geometrically():
-    ext = acceptance.extend_positions([0.8, 0.4], 4)[0]
+def test_measured_positions_continue_at_their_mean_conditional():
+    ext = acceptance.extend_measured([0.8, 0.4], 4)[0]
     np.testing.assert_allclose(ext, [0.8, 0.4, 0.2, 0.1])
+    # The geometric mean of the measured conditionals (0.5 and 0.8), not the last one.
+    ext = acceptance.extend_measured([0.8, 0.4, 0.32], 5)[0]
+    tail = np.sqrt(0.5 * 0.8)
+    np.testing.assert_allclose(ext, [0.8, 0.4, 0.32, 0.32 * tail, 0.32 * tail**2])
+    # Rows of different lengths: NaN is a position never measured, not a zero.
+    both = acceptance.extend_measured([[0.8, 0.4, np.nan], [0.9, 0.6, 0.3]], 4)
+    np.testing.assert_allclose(both[0], [0.8, 0.4, 0.2, 0.1])
 
 
 @given(st.floats(0.0, 0.999), st.floats(0.0, 0.999), st.integers(1, 16))
@@ -80,3 +87,44 @@ def test_iid_quantile_closed_form_matches_pmf(alpha, k, q):
     pos = acceptance.positions_iid(alpha, max(k, 1))
     via_pmf = acceptance.tokens_per_step_quantile(pos, k, q)[0]
     assert acceptance.tokens_per_step_quantile_iid(alpha, k, q) == via_pmf
+
+
+def test_cpu_pair_tau_at_every_k_from_a_fit_on_k4_only():
+    """The measured per-position rates at K=4, extended along their conditionals,
+    reproduce the measured tau at K=1..8 within 5%, greedy and sampled; the i.i.d. figure
+    from the first position's rate is off by more than 20% (greedy, K=8)."""
+    import pandas as pd
+
+    positions = pd.read_csv("data/validation/cpu_acceptance.csv")
+    points = pd.read_csv("data/validation/cpu_validation.csv")
+    for mode in ("greedy", "sample_t1"):
+        at4 = positions[(positions["mode"] == mode) & (positions["k"] == 4)]
+        p = at4.groupby("position")["acceptance"].mean().to_numpy()
+        extended = acceptance.extend_measured(p, 8)[0]
+        measured = points[points["mode"] == mode].groupby("k")["tau_measured"].mean()
+        for k in range(1, 9):
+            predicted = float(acceptance.tau_from_positions(extended, k))
+            assert predicted == pytest.approx(measured[k], rel=0.05), (mode, k)
+    greedy = points[points["mode"] == "greedy"].groupby("k")["tau_measured"].mean()
+    p1 = positions[(positions["mode"] == "greedy") & (positions["k"] == 4)]
+    p1 = p1[p1["position"] == 1]["acceptance"].mean()
+    assert float(acceptance.tau_iid(p1, 8)) < 0.8 * greedy[8]
+
+
+def test_decay_extends_tau_from_one_k_and_fits_public_curves():
+    from simulator.catalog import method_decays
+
+    decays = method_decays()
+    # EAGLE-1 heads lose acceptance with depth faster than EAGLE-3 heads.
+    assert decays["eagle"].rho < decays["eagle3"].rho <= 1.0
+    # The vLLM #20780 EAGLE-3 chain (Llama-3.1-8B, MT-bench): from tau 2.79 at K=3 the
+    # decay predicts the published tau at K=7 (3.54) within 5%; i.i.d. over-sells it.
+    pos = acceptance.positions_from_tau(2.79, 3, 7, decays["eagle3"])
+    assert float(acceptance.tau_from_positions(pos, 7)) == pytest.approx(3.54, rel=0.05)
+    assert float(acceptance.tau_iid(acceptance.alpha_from_tau(2.79, 3), 7)) > 3.54 * 1.05
+    # The curve keeps tau at the K it was given.
+    assert float(acceptance.tau_from_positions(pos, 3)) == pytest.approx(2.79, abs=1e-6)
+    # MTP reused past its trained depth: DeepSeek-V3's module, 0.85 at position 1, gives
+    # tau 3.20 at K=7 (the published figure the reuse decay is solved from).
+    mtp = acceptance.positions_from_p1(0.85, 7, decays["mtp"])
+    assert float(acceptance.tau_from_positions(mtp, 7)) == pytest.approx(3.20, abs=0.02)
