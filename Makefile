@@ -22,5 +22,6 @@ test: $(BIN)/.stamp
 
 bench: $(BIN)/.stamp
 	$(BIN)/python bench/sweep.py
+	$(BIN)/python bench/serving.py
 
 .PHONY: run test bench

@@ -259,6 +259,85 @@ def cmd_validate(args) -> int:
     return 0
 
 
+SERVE_LIMIT = 200
+"""Most (scenario x load) simulations one `serve` call runs."""
+
+
+def cmd_serve(args) -> int:
+    from simulator.serving import Lengths, Load, simulate
+
+    gpus, models = load_gpus(args.gpus), load_models(args.models)
+    table = _read_scenarios(args.inp)
+    check_columns(table.columns, args.inp)
+    if (args.rate is None) == (args.concurrency is None):
+        raise InputError("give --rate or --concurrency (one of them)", field="--rate")
+    loads = (
+        [{"rate": r} for r in parse_range(args.rate, name="--rate", most=SERVE_LIMIT)]
+        if args.rate is not None
+        else [
+            {"concurrency": int(c)}
+            for c in parse_range(args.concurrency, name="--concurrency", kind=int, most=SERVE_LIMIT)
+        ]
+    )
+    if len(loads) * len(table) > SERVE_LIMIT:
+        raise InputError(
+            f"{len(table)} scenarios x {len(loads)} loads is more than {SERVE_LIMIT} runs",
+            field="--rate",
+        )
+    calibration, _ = _calibration(args)
+    try:
+        loads = [Load(requests=args.requests, seed=args.seed, **load) for load in loads]
+    except InputError as exc:
+        flag = {"rate": "--rate", "concurrency": "--concurrency"}.get(exc.field, "--requests")
+        raise InputError(exc.bare_message, field=flag) from None
+    if not (np.isfinite(args.acceptance_spread) and args.acceptance_spread >= 0):
+        raise InputError(f"{args.acceptance_spread} must be >= 0", field="--acceptance-spread")
+    rows = []
+    for i, raw in table.iterrows():
+        scenario = {c: v for c, v in raw.items() if pd.notna(v) and str(v).strip() != ""}
+        for col in ("batch_size", "request_rate", "serving"):
+            scenario.pop(col, None)
+        prompt_mean = float(scenario.get("prompt_len", 1024))
+        output_mean = float(scenario.get("output_len", 256))
+        lengths = [
+            Lengths(
+                mean,
+                args.lengths,
+                args.length_spread * mean if args.lengths == "uniform" else args.length_spread,
+            )
+            for mean in (prompt_mean, output_mean)
+        ]
+        for load in loads:
+            where = f"rate {load.rate}/s" if load.rate else f"concurrency {load.concurrency}"
+            _log(f"scenario {i + 1}, {where}: {args.requests} requests per arm")
+            try:
+                out = simulate(
+                    scenario,
+                    load,
+                    *lengths,
+                    acceptance_spread=args.acceptance_spread,
+                    slo_ttft_ms=args.slo_ttft_ms,
+                    slo_tpot_ms=args.slo_tpot_ms,
+                    calibration=calibration,
+                    gpus=gpus,
+                    models=models,
+                )
+            except InputError as exc:
+                raise InputError(
+                    exc.bare_message,
+                    file=args.inp,
+                    row=int(i) + 1,
+                    field=exc.field or "scenario",
+                ) from None
+            out.insert(0, "scenario", int(i) + 1)
+            for col in ("gpu", "method", "target"):
+                out.insert(1, col, scenario.get(col, ""))
+            rows.append(out)
+    _write_csv(pd.concat(rows, ignore_index=True), args.out)
+    _log(f"wrote {sum(len(r) for r in rows)} rows to {args.out}")
+    return 0
+
+
 def cmd_columns(args) -> int:
     for c in COLUMNS:
         default = "" if c.default is None else f" (default {c.default!r})"
@@ -351,6 +430,38 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--gpus", default=str(GPUS_CSV), help="GPU catalog CSV")
     v.add_argument("--models", default=str(MODELS_CSV), help="model catalog CSV")
     v.set_defaults(func=cmd_validate)
+    r = sub.add_parser(
+        "serve",
+        help="request-level simulation of each scenario under a request rate or concurrency",
+    )
+    r.add_argument("--in", dest="inp", required=True, help="scenario table (CSV), as for predict")
+    r.add_argument("--out", required=True, help="one row per (scenario, load, arm) (CSV)")
+    r.add_argument("--rate", help="requests/s, Poisson: 0.5:8:0.5 or 1,2,4")
+    r.add_argument("--concurrency", help="requests in flight (closed loop): 1,4,16")
+    r.add_argument("--requests", type=int, default=2000, help="requests per arm and load")
+    r.add_argument(
+        "--lengths",
+        choices=("fixed", "uniform", "lognormal"),
+        default="fixed",
+        help="distribution of prompt and output lengths around the scenario's",
+    )
+    r.add_argument(
+        "--length-spread",
+        type=float,
+        default=0.0,
+        help="uniform: +- this fraction of the mean; lognormal: sigma of the log",
+    )
+    r.add_argument(
+        "--acceptance-spread",
+        type=float,
+        default=0.1,
+        help="standard deviation of each request's first-position acceptance",
+    )
+    r.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="TTFT SLO for goodput")
+    r.add_argument("--slo-tpot-ms", type=float, default=100.0, help="TPOT SLO for goodput")
+    r.add_argument("--seed", type=int, default=0)
+    _common(r)
+    r.set_defaults(func=cmd_serve)
     c = sub.add_parser("columns", help="list the scenario columns and their defaults")
     c.set_defaults(func=cmd_columns)
     args = parser.parse_args(argv)

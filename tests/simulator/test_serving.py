@@ -1,0 +1,192 @@
+"""The request-level simulation: known answers at low load, Little's law, and tails that
+come from per-request acceptance."""
+
+import numpy as np
+import pytest
+
+from simulator.errors import InputError
+from simulator.serving import Lengths, Load, run, simulate, step_model, weighted_percentile
+
+EAGLE3 = dict(target="llama-3.1-8b", gpu="h100-sxm", method="eagle3", k=3, mean_accepted_tokens=2.8)
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {
+        spec: step_model({**EAGLE3, "prompt_len": 512, "output_len": 128}, speculative=spec)
+        for spec in (False, True)
+    }
+
+
+def test_at_very_low_load_ttft_is_one_prefill_and_tpot_the_step_model(models):
+    m = models[False]
+    result = run(m, Load(requests=20, rate=0.01), Lengths(512), Lengths(128))
+    req = result.requests
+    # Alone in the engine: the first step prefills the whole prompt, then one decode each.
+    # (A request that arrives while another decodes waits for that step to end: the median.)
+    assert np.median(req["ttft_ms"]) == pytest.approx(
+        m.decode_ms[0] + m.prefill_ms_per_token * 512, rel=1e-9
+    )
+    assert np.median(req["tpot_ms"]) == pytest.approx(m.decode_ms[1], rel=1e-9)
+
+
+def test_speculation_at_low_load_matches_the_tokens_per_step(models):
+    spec = models[True]
+    result = run(spec, Load(requests=200, rate=0.01), Lengths(512), Lengths(128))
+    # A lone request: each step costs decode_ms[1] and emits tau tokens on average, so the
+    # mean TPOT is close to decode_ms[1] / tau (the last step may be clamped).
+    tau = 1 + np.cumprod(spec.conditional).sum()
+    mean_tpot = result.requests["tpot_ms"].mean()
+    assert mean_tpot == pytest.approx(spec.decode_ms[1] / tau, rel=0.05)
+
+
+def test_littles_law_holds_on_a_long_run(models):
+    rate = 20.0
+    result = run(
+        models[True],
+        Load(requests=3000, rate=rate, seed=3),
+        Lengths(512, "lognormal", 0.4),
+        Lengths(128, "lognormal", 0.4),
+    )
+    req = result.requests
+    latency_s = req["e2e_ms"].mean() / 1e3
+    measured_rate = len(req) / ((req["arrival_ms"].max() - req["arrival_ms"].min()) / 1e3)
+    in_system = result.extra["time_average_in_system"]
+    assert in_system == pytest.approx(measured_rate * latency_s, rel=0.05)
+
+
+def test_identical_requests_in_a_static_batch_have_no_tail_beyond_sampling_noise(models):
+    spec = models[True]
+    load = Load(requests=64, concurrency=64, seed=1)
+    result = run(spec, load, Lengths(256), Lengths(512), acceptance_spread=0.0)
+    tpot = result.requests["tpot_ms"].to_numpy()
+    # Tokens per round: P(at least i accepted) = prod of the first i conditionals.
+    at_least = np.cumprod(spec.conditional)
+    pmf = -np.diff(np.concatenate([[1.0], at_least, [0.0]]))
+    tokens = np.arange(1, len(pmf) + 1)
+    tau = (pmf * tokens).sum()
+    sd = np.sqrt((pmf * (tokens - tau) ** 2).sum())
+    noise = sd / tau / np.sqrt(512 / tau)  # relative s.d. of a request's mean over its rounds
+    assert np.percentile(tpot, 99) / np.percentile(tpot, 50) - 1 < 3.5 * noise
+
+
+def test_a_wider_per_request_spread_widens_the_p99_tpot(models):
+    load = Load(requests=400, concurrency=32, seed=2)
+    narrow = run(models[True], load, Lengths(256), Lengths(256), acceptance_spread=0.0)
+    wide = run(models[True], load, Lengths(256), Lengths(256), acceptance_spread=0.2)
+
+    def spread(r):
+        t = r.requests["tpot_ms"].to_numpy()
+        return np.percentile(t, 99) / np.percentile(t, 50)
+
+    assert spread(wide) > spread(narrow) * 1.1
+
+
+def test_seeded_and_reproducible(models):
+    load = Load(requests=300, rate=10, seed=7)
+    a = run(models[True], load, Lengths(300, "uniform", 100), Lengths(100, "uniform", 50))
+    b = run(models[True], load, Lengths(300, "uniform", 100), Lengths(100, "uniform", 50))
+    assert a.requests.equals(b.requests)
+
+
+def test_kv_pressure_preempts_and_every_request_still_finishes():
+    m = step_model(
+        {**EAGLE3, "prompt_len": 2048, "output_len": 1024, "gpu": "l4", "target": "llama-3.2-3b"},
+        speculative=True,
+    )
+    result = run(m, Load(requests=200, concurrency=200), Lengths(2048), Lengths(1024))
+    assert result.preemptions > 0
+    assert result.requests["e2e_ms"].notna().all()
+    assert (result.requests["tpot_ms"] > 0).all()
+
+
+def test_simulate_reports_both_arms_with_the_issue_columns():
+    out = simulate(EAGLE3, Load(requests=200, rate=4), Lengths(256), Lengths(128))
+    assert out["arm"].tolist() == ["baseline", "spec"]
+    for col in (
+        "tpot_p50_ms",
+        "tpot_p99_ms",
+        "ttft_p50_ms",
+        "ttft_p99_ms",
+        "itl_p99_ms",
+        "throughput_tok_s",
+        "goodput_rps",
+    ):
+        assert np.isfinite(out[col]).all(), col
+    # Speculation emits several tokens per step: lower TPOT, burstier chunks.
+    base, spec = out.iloc[0], out.iloc[1]
+    assert spec["tpot_p50_ms"] < base["tpot_p50_ms"]
+    assert spec["itl_token_p50_ms"] < spec["itl_p50_ms"]
+
+
+def test_bad_loads_and_lengths_are_refused():
+    with pytest.raises(InputError, match="rate"):
+        Load(requests=10)
+    with pytest.raises(InputError, match="rate"):
+        Load(requests=10, rate=-1.0)
+    with pytest.raises(InputError, match="kind"):
+        Lengths(100, "gamma")
+    with pytest.raises(InputError, match="mean"):
+        Lengths(float("nan"))
+
+
+def test_weighted_percentile_counts_weights():
+    values = np.array([1.0, 2.0, 3.0])
+    assert weighted_percentile(values, np.array([1.0, 1.0, 98.0]), 50) == 3.0
+    assert weighted_percentile(values, np.array([98.0, 1.0, 1.0]), 50) == 1.0
+
+
+def _serve(tmp_path, *flags):
+    import subprocess
+    import sys
+
+    src = tmp_path / "in.csv"
+    src.write_text(
+        "target,gpu,method,k,mean_accepted_tokens,prompt_len,output_len\n"
+        "llama-3.1-8b,h100-sxm,eagle3,3,2.8,256,64\n"
+    )
+    out = tmp_path / "serving.csv"
+    run_ = subprocess.run(
+        [sys.executable, "-m", "simulator", "serve", "--in", str(src), "--out", str(out), *flags],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return run_, out
+
+
+def test_serve_cli_writes_a_row_per_scenario_load_and_arm(tmp_path):
+    import pandas as pd
+
+    run_, out = _serve(tmp_path, "--rate", "1,4", "--requests", "100")
+    assert run_.returncode == 0, run_.stderr
+    table = pd.read_csv(out)
+    assert table["arm"].tolist() == ["baseline", "spec", "baseline", "spec"]
+    assert table["rate"].tolist() == [1.0, 1.0, 4.0, 4.0]
+    for col in (
+        "tpot_p50_ms",
+        "tpot_p99_ms",
+        "ttft_p50_ms",
+        "ttft_p99_ms",
+        "itl_p99_ms",
+        "throughput_tok_s",
+        "goodput_rps",
+    ):
+        assert table[col].notna().all(), col
+    run_, out = _serve(tmp_path, "--concurrency", "2", "--requests", "50")
+    assert run_.returncode == 0 and pd.read_csv(out)["concurrency"].eq(2).all()
+
+
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [
+        ((), "--rate"),
+        (("--rate", "1", "--concurrency", "2"), "--rate"),
+        (("--rate", "-1"), "--rate"),
+        (("--concurrency", "0"), "--concurrency"),
+        (("--rate", "1", "--acceptance-spread", "-0.1"), "--acceptance-spread"),
+    ],
+)
+def test_serve_cli_refuses_bad_loads(tmp_path, flags, field):
+    run_, out = _serve(tmp_path, *flags)
+    assert run_.returncode == 2 and field in run_.stderr and not out.exists()
