@@ -392,9 +392,11 @@ def run(
                 len(decoding),
                 per_decode + model.lookahead,
             )
+            remaining = o_len[decoding] - generated[decoding]
+            # Every step emits at least one token: no request outlasts its remaining count.
+            rounds = min(rounds, int(remaining.min()))
             if rounds > 1:
                 emit = _draw(rng_accept, cond[decoding], rounds, k)
-                remaining = o_len[decoding] - generated[decoding]
                 done_by = np.cumsum(emit, axis=0) >= remaining[None, :]
                 if done_by.any():
                     rounds = int(np.argmax(done_by.any(axis=1))) + 1
