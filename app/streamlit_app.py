@@ -33,6 +33,7 @@ pages = [
     st.Page(
         VIEWS / "acceptance.py", title="Acceptance from production", icon=":material/monitoring:"
     ),
+    st.Page(VIEWS / "load.py", title="Load & SLO", icon=":material/query_stats:"),
     st.Page(VIEWS / "reports.py", title="Reports", icon=":material/table_view:"),
     st.Page(VIEWS / "validation.py", title="Validation", icon=":material/fact_check:"),
 ]

@@ -110,16 +110,17 @@ class StepModel:
 
 
 def _positions(row: pd.Series, k: int) -> np.ndarray:
-    """The scenario's per-position acceptance p_1..p_K."""
-    if isinstance(row.get("acceptance_per_position"), str) and row["acceptance_per_position"]:
-        p = np.array([float(x) for x in row["acceptance_per_position"].split(";") if x.strip()])
-        return acceptance.extend_measured(p, k, method_decay(str(row["method"])))[0]
+    """The scenario's per-position acceptance p_1..p_K, shape (K,)."""
+    text = row.get("acceptance_per_position")
+    if isinstance(text, str) and text.strip() and text.strip().lower() != "nan":
+        p = np.array([float(x) for x in text.replace(",", ";").split(";") if x.strip()])
+        return np.ravel(acceptance.extend_measured(p, k, method_decay(str(row["method"])))[0])
     if pd.notna(row.get("mean_accepted_tokens")):
         decay = method_decay(str(row["method"]), float(row.get("mtp_depth", 1) or 1))
         return np.ravel(
             acceptance.positions_from_tau(float(row["mean_accepted_tokens"]), k, k, decay)
         )
-    return acceptance.positions_iid(float(row["acceptance_rate"]), k)[0]
+    return np.ravel(acceptance.positions_iid(float(row["alpha"]), k))
 
 
 def step_model(

@@ -1,0 +1,86 @@
+"""Figures of the Load & SLO page: latency percentiles and goodput against load, from the
+request-level simulation's summary table (`simulator.serving.simulate`, one row per load
+and arm). Plain functions, so tests can read `fig.data[i].x / .y`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from app.figures import BAD, BASELINE_COLOR, SPEC_COLOR, layout
+
+ARM_COLORS = {"baseline": BASELINE_COLOR, "spec": SPEC_COLOR}
+
+
+def load_axis(table: pd.DataFrame) -> tuple[str, str]:
+    """The column that holds the load and its axis title."""
+    if table["rate"].notna().any():
+        return "rate", "request rate (requests/s)"
+    return "concurrency", "concurrency (requests in flight)"
+
+
+def tail_crossover(table: pd.DataFrame, metric: str = "tpot_p99_ms") -> float | None:
+    """The smallest load at which speculation's `metric` is worse than the baseline's."""
+    x, _ = load_axis(table)
+    wide = table.pivot_table(index=x, columns="arm", values=metric).sort_index()
+    if "spec" not in wide:
+        return None
+    worse = wide.index[wide["spec"] > wide["baseline"]]
+    return float(worse[0]) if len(worse) else None
+
+
+def latency_vs_load(
+    table: pd.DataFrame, metric: str, title: str, *, slo_ms: float | None = None
+) -> go.Figure:
+    """P50 (dotted) and P99 (solid) of `metric` ('tpot' or 'ttft') per arm, the SLO line."""
+    x, x_title = load_axis(table)
+    fig = go.Figure()
+    for arm, rows in table.groupby("arm", sort=False):
+        rows = rows.sort_values(x)
+        for q, dash in (("p50", "dot"), ("p99", "solid")):
+            fig.add_trace(
+                go.Scatter(
+                    x=rows[x].to_numpy(),
+                    y=rows[f"{metric}_{q}_ms"].to_numpy(),
+                    name=f"{arm} {q.upper()}",
+                    mode="lines+markers",
+                    line={"color": ARM_COLORS.get(str(arm)), "dash": dash},
+                    hovertemplate=f"{arm} {q.upper()}: %{{y:.1f}} ms<extra></extra>",
+                )
+            )
+    if slo_ms is not None:
+        fig.add_hline(y=slo_ms, line_dash="dash", line_color=BAD, annotation_text="SLO")
+    cross = tail_crossover(table, f"{metric}_p99_ms")
+    if cross is not None:
+        fig.add_vline(x=cross, line_color=BAD, line_width=1)
+    return layout(fig, title, x_title, "ms")
+
+
+def goodput_vs_load(table: pd.DataFrame) -> go.Figure:
+    """Goodput (requests/s meeting both SLOs) per arm, with the offered load for scale."""
+    x, x_title = load_axis(table)
+    fig = go.Figure()
+    for arm, rows in table.groupby("arm", sort=False):
+        rows = rows.sort_values(x)
+        fig.add_trace(
+            go.Scatter(
+                x=rows[x].to_numpy(),
+                y=rows["goodput_rps"].to_numpy(),
+                name=str(arm),
+                mode="lines+markers",
+                line={"color": ARM_COLORS.get(str(arm))},
+            )
+        )
+    if x == "rate":
+        loads = np.sort(table["rate"].unique())
+        fig.add_trace(
+            go.Scatter(
+                x=loads,
+                y=loads,
+                name="offered",
+                mode="lines",
+                line={"color": "#d0d7de", "dash": "dash"},
+            )
+        )
+    return layout(fig, "Goodput at the SLO", x_title, "requests/s meeting both SLOs")

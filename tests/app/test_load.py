@@ -1,0 +1,55 @@
+"""The Load & SLO page: its curves are the request-level simulation's, and it names the
+load beyond which speculation hurts the tail."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from app import figures_load
+
+
+def test_page_draws_latency_and_goodput_from_the_simulation(app, charts):
+    at = app("load", state={"load_points": 3, "load_requests": 100})
+    figs = charts(at)
+    assert {"load_tpot", "load_ttft", "load_goodput"} <= set(figs)
+    table = at.dataframe[0].value
+    assert set(table["arm"]) == {"baseline", "spec"}
+    assert len(table) == 6
+    tpot = figs["load_tpot"]
+    p99 = next(t for t in tpot["data"] if t["name"] == "spec P99")
+    rows = table[table["arm"] == "spec"].sort_values("rate")
+    np.testing.assert_allclose(p99["y"], rows["tpot_p99_ms"].to_numpy(), rtol=1e-3)
+    assert at.get("download_button")
+
+
+def test_tail_crossover_is_the_first_load_where_speculation_is_worse():
+    table = pd.DataFrame(
+        {
+            "arm": ["baseline", "spec"] * 3,
+            "rate": [1, 1, 2, 2, 4, 4],
+            "concurrency": [None] * 6,
+            "tpot_p99_ms": [10, 6, 12, 11, 20, 25],
+        }
+    )
+    assert figures_load.tail_crossover(table) == 4.0
+    table.loc[5, "tpot_p99_ms"] = 19
+    assert figures_load.tail_crossover(table) is None
+
+
+@pytest.mark.parametrize("metric", ["tpot", "ttft"])
+def test_latency_figure_has_p50_and_p99_per_arm_and_the_slo(metric):
+    table = pd.DataFrame(
+        {
+            "arm": ["baseline", "spec"] * 2,
+            "rate": [1.0, 1.0, 2.0, 2.0],
+            "concurrency": [None] * 4,
+            f"{metric}_p50_ms": [1, 2, 3, 4],
+            f"{metric}_p99_ms": [5, 6, 7, 8],
+        }
+    )
+    fig = figures_load.latency_vs_load(table, metric, "t", slo_ms=7.5)
+    names = [t.name for t in fig.data]
+    assert names == ["baseline P50", "baseline P99", "spec P50", "spec P99"]
+    assert any(shape.y0 == 7.5 for shape in fig.layout.shapes)
