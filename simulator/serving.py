@@ -570,3 +570,56 @@ def simulate(
             }
         )
     return pd.DataFrame(rows)
+
+
+def max_rate_at_slo(
+    scenario: dict,
+    prompt: Lengths,
+    output: Lengths,
+    *,
+    speculative: bool,
+    slo_ttft_ms: float,
+    slo_tpot_ms: float,
+    requests: int = 300,
+    acceptance_spread: float = 0.1,
+    seed: int = 0,
+    iterations: int = 8,
+    defaults: ModelDefaults = DEFAULTS,
+    calibration=None,
+) -> float:
+    """The highest request rate (requests/s) one replica serves with P99 TTFT and P99 TPOT
+    within the SLOs: bisection on the rate, one simulation per step, between 0 and the
+    rate the batch of `max_num_seqs` could sustain at its step time. 0 when even a lone
+    request misses the SLO."""
+    model = step_model(
+        {**scenario, "prompt_len": prompt.mean, "output_len": output.mean},
+        speculative=speculative,
+        defaults=defaults,
+        calibration=calibration,
+    )
+    tau = 1.0 + float(np.cumprod(model.conditional).sum()) if model.k else 1.0
+    seqs = len(model.decode_ms) - 1
+    ceiling = seqs * tau * 1e3 / model.decode_ms[seqs] / output.mean
+
+    def meets(rate: float) -> bool:
+        result = run(
+            model,
+            Load(requests=requests, rate=rate, seed=seed),
+            prompt,
+            output,
+            acceptance_spread=acceptance_spread,
+            max_num_batched_tokens=defaults.max_num_batched_tokens,
+            max_num_seqs=defaults.max_num_seqs,
+        )
+        s = summarise(result, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms)
+        return s["ttft_p99_ms"] <= slo_ttft_ms and s["tpot_p99_ms"] <= slo_tpot_ms
+
+    lo, hi = 0.0, ceiling
+    if not meets(min(0.01, ceiling / 100)):
+        return 0.0
+    if meets(hi):
+        return hi
+    for _ in range(iterations):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if meets(mid) else (lo, mid)
+    return lo

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -15,6 +16,7 @@ from simulator.economics import get_demand_tok_s
 from simulator.errors import InputError
 from simulator.memory import get_max_concurrency
 from simulator.reports import launch_config_text
+from simulator.serving import Lengths, max_rate_at_slo
 from simulator.sizer import schedule_ranges
 
 SLO_KINDS = ("TPOT (ms)", "tokens/s per user")
@@ -24,6 +26,24 @@ DEFAULT_SLO_TPOT_MS = 20.0  # 50 tokens/s per user: a chat that streams faster t
 DEFAULT_SLO_TOK_S = 50.0
 DEFAULT_K_MAX = 8
 FALLBACK_K = 3  # vLLM's documented example K, for the memory bars when nothing is chosen
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _p99_rate(
+    scenario: tuple, speculative: bool, lengths: tuple, ttft: float, tpot: float, cal: str
+):
+    """Highest request rate per replica within the P99 SLOs (`serving.max_rate_at_slo`)."""
+    calibration = sim.current_calibration().calibration if cal else None
+    return max_rate_at_slo(
+        dict(scenario),
+        Lengths(float(lengths[0]), "lognormal", 0.5),
+        Lengths(float(lengths[1]), "lognormal", 0.5),
+        speculative=speculative,
+        slo_ttft_ms=ttft,
+        slo_tpot_ms=tpot,
+        calibration=calibration,
+    )
+
 
 st.title("Concurrency sizer")
 st.caption(
@@ -276,6 +296,50 @@ else:
     )
 with right:
     widgets.checklist_panel(row)
+
+# ------------------------------------------------------------------ P99 sizing
+SIZE_ON = ("mean TPOT (analytic model)", "P99 at the SLO (request-level simulation)")
+size_on = st.radio(
+    "Size replicas on",
+    SIZE_ON,
+    key="size_on",
+    horizontal=True,
+    help="The analytic model sizes on the mean step; users feel the P99. The simulation "
+    "finds the highest request rate a replica serves with P99 TTFT and TPOT within the SLO.",
+    **widgets.BIND,
+)
+if size_on == SIZE_ON[1]:
+    if "slo_tpot_ms" not in slo:
+        st.info("P99 sizing takes a TPOT SLO: choose 'TPOT (ms)' above.")
+    else:
+        p_cols = st.columns(3)
+        slo_ttft = float(
+            p_cols[0].number_input("TTFT SLO, P99 (ms)", 1.0, 600_000.0, 2000.0, key="size_ttft")
+        )
+        k_p99 = int(choice["k"]) if choice and choice["k"] > 0 else FALLBACK_K
+        demand_rps = scenario.requests_per_day / 86400.0
+        with st.spinner("Simulating requests at the SLO..."):
+            rates = {
+                spec: _p99_rate(
+                    tuple(sorted((c, str(v)) for c, v in scenario.row(k_p99, 1).items())),
+                    spec,
+                    (scenario.prompt_len, scenario.output_len),
+                    slo_ttft,
+                    float(slo["slo_tpot_ms"]),
+                    sim.current_calibration().key,
+                )
+                for spec in ((False, True) if scenario.speculative else (False,))
+            }
+        for i, (spec, rate) in enumerate(rates.items()):
+            label = f"with speculation (K={k_p99})" if spec else "without speculation"
+            replicas = int(np.ceil(demand_rps / rate)) if rate > 0 else None
+            p_cols[1 + i].metric(
+                f"Replicas {label}",
+                "SLO unreachable" if replicas is None else f"{replicas}",
+                help=f"{rate:.2f} requests/s per replica at P99 TTFT ≤ {slo_ttft:g} ms and "
+                f"P99 TPOT ≤ {slo['slo_tpot_ms']:g} ms; demand {demand_rps:.2f} requests/s.",
+            )
+        st.session_state["sizer_p99_rates"] = rates
 
 # ---------------------------------------------------------------------------- launch
 if choice is not None:

@@ -146,3 +146,25 @@ def test_gpu_count_changes_capacity_as_predicted(app, gpus):
     row = predict(pd.DataFrame([{**BASE, "num_gpus": int(gpus), "k": k, "batch_size": 1}])).iloc[0]
     shown = next(m.value for m in at.metric if m.label == "KV tokens, baseline")
     assert shown == f"{row['kv_capacity_tokens_baseline']:,.0f}"
+
+
+def test_p99_sizing_counts_replicas_from_the_simulated_rate(app):
+    from simulator.serving import Lengths, max_rate_at_slo
+
+    at = app("sizer", state={"size_on": "P99 at the SLO (request-level simulation)"})
+    assert not at.exception
+    rates = at.session_state["sizer_p99_rates"]
+    assert set(rates) == {False, True}
+    k = at.session_state["sizer_result"]["choice"]["k"]
+    expected = max_rate_at_slo(
+        {**BASE, "k": k, "batch_size": 1},
+        Lengths(1024, "lognormal", 0.5),
+        Lengths(256, "lognormal", 0.5),
+        speculative=True,
+        slo_ttft_ms=2000.0,
+        slo_tpot_ms=20.0,
+    )
+    assert rates[True] == pytest.approx(expected, rel=1e-9)
+    shown = {m.label: m.value for m in at.metric}
+    demand = 2_000_000 / 86400
+    assert shown[f"Replicas with speculation (K={k})"] == str(int(np.ceil(demand / rates[True])))
