@@ -21,6 +21,10 @@ decoding request draws a Bernoulli per drafted position from those conditional r
 stops at the first rejection, so tails come from heterogeneity between requests, not only
 from sampling noise; with spread 0 every request accepts alike.
 
+A K schedule (`Schedule`, vLLM's `num_speculative_tokens_per_batch_size`) drafts each step
+the K of the batch-size range its running requests fall in; a measured sample of
+per-request acceptance (`acceptance_levels`) can replace the Beta.
+
 Metrics per request (vLLM bench conventions): TTFT = first token - arrival; TPOT =
 (finish - first token) / (output - 1); ITL per streamed chunk (all the tokens one step
 emitted for the request) and per token (a chunk of n tokens gives n samples of its ITL / n);
@@ -207,6 +211,23 @@ def step_model(
     )
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """K by batch size, as vLLM's `num_speculative_tokens_per_batch_size` sets it: each
+    step drafts the K of the range its number of running requests falls in."""
+
+    models: dict[int, StepModel]
+    """A step model per K of the schedule (K = 0: no speculation in that range)."""
+    ranges: tuple[tuple[int, int, int], ...]
+    """(lo, hi, k) batch-size ranges, inclusive; sizes past the last use its K."""
+
+    def pick(self, running: int) -> StepModel:
+        for lo, hi, k in self.ranges:
+            if lo <= running <= hi:
+                return self.models[k]
+        return self.models[self.ranges[-1][2]]
+
+
 @dataclass
 class RunResult:
     """One arm's run: a row per request and the queue over time."""
@@ -280,20 +301,55 @@ def weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> fl
     return float(v[np.searchsorted(cum, q / 100.0 * cum[-1], side="left")])
 
 
+def schedule_model(
+    scenario: dict,
+    ranges,
+    *,
+    defaults: ModelDefaults = DEFAULTS,
+    calibration=None,
+    gpus=None,
+    models=None,
+) -> Schedule:
+    """A `Schedule` of step models, one per K of `ranges` ((lo, hi, k) batch sizes)."""
+    ranges = tuple((int(lo), int(hi), int(k)) for lo, hi, k in ranges)
+    if not ranges:
+        raise InputError("holds no range", field="k_schedule")
+    table = {}
+    for k in sorted({r[2] for r in ranges}):
+        table[k] = step_model(
+            {**scenario, "k": max(k, 1)},
+            speculative=k > 0,
+            defaults=defaults,
+            calibration=calibration,
+            gpus=gpus,
+            models=models,
+        )
+    return Schedule(models=table, ranges=ranges)
+
+
 def run(
-    model: StepModel,
+    model: StepModel | Schedule,
     load: Load,
     prompt: Lengths,
     output: Lengths,
     *,
     acceptance_spread: float = 0.0,
+    acceptance_levels=None,
     max_num_batched_tokens: int = DEFAULTS.max_num_batched_tokens,
     max_num_seqs: int = DEFAULTS.max_num_seqs,
 ) -> RunResult:
-    """Simulate `load.requests` requests through the engine; seeded, reproducible."""
+    """Simulate `load.requests` requests through the engine; seeded, reproducible.
+
+    `acceptance_levels`, when given, is a measured sample of per-request acceptance (each
+    request's share of accepted drafts at position 1, e.g. from vLLM's per-request
+    acceptance histogram): requests draw their level from it, with replacement, instead of
+    from the Beta of `acceptance_spread`; its mean replaces the scenario's position-1 rate.
+    """
     seeds = np.random.SeedSequence(load.seed).spawn(3)
     rng_arrival, rng_lengths, rng_accept = (np.random.default_rng(s) for s in seeds)
-    n, k = load.requests, model.k
+    schedule = model if isinstance(model, Schedule) else None
+    deepest = max(schedule.models.values(), key=lambda m: m.k) if schedule else model
+    n, k = load.requests, deepest.k
     p_len = prompt.sample(rng_lengths, n)
     o_len = output.sample(rng_lengths, n)
     if load.rate is not None:
@@ -304,10 +360,17 @@ def run(
     levels = np.zeros(n)
     cond = np.zeros((n, k))
     if k:
-        p1 = float(model.conditional[0])
-        levels = _beta_levels(rng_accept, p1, acceptance_spread, n)
+        p1 = float(deepest.conditional[0])
+        if acceptance_levels is not None:
+            sample = np.asarray(acceptance_levels, dtype=float)
+            sample = sample[np.isfinite(sample) & (sample >= 0) & (sample <= 1)]
+            if not len(sample):
+                raise InputError("holds no rate in [0, 1]", field="acceptance_levels")
+            levels = rng_accept.choice(sample, n, replace=True)
+        else:
+            levels = _beta_levels(rng_accept, p1, acceptance_spread, n)
         scale = levels / p1 if p1 > 0 else np.zeros(n)
-        cond = np.clip(model.conditional[None, :] * scale[:, None], 0.0, 1.0)
+        cond = np.clip(deepest.conditional[None, :] * scale[:, None], 0.0, 1.0)
         cond[:, 0] = levels
 
     kv = np.zeros(n, np.int64)  # tokens in the KV cache
@@ -336,6 +399,9 @@ def run(
         return float(np.ceil(tokens / BLOCK_SIZE).sum())
 
     while done < n:
+        if schedule is not None:
+            model = schedule.pick(len(running) + (1 if waiting else 0))
+            k, per_decode = model.k, 1 + model.k
         while arrived < n and arrival[arrived] <= clock:
             waiting.append(arrived)
             arrived += 1
@@ -397,7 +463,7 @@ def run(
             # Every step emits at least one token: no request outlasts its remaining count.
             rounds = min(rounds, int(remaining.min()))
             if rounds > 1:
-                emit = _draw(rng_accept, cond[decoding], rounds, k)
+                emit = _draw(rng_accept, cond[decoding, :k], rounds, k)
                 done_by = np.cumsum(emit, axis=0) >= remaining[None, :]
                 if done_by.any():
                     rounds = int(np.argmax(done_by.any(axis=1))) + 1
@@ -443,7 +509,7 @@ def run(
         if len(decoding):
             emit = np.ones(len(decoding), np.int64)
             if k:
-                ok = rng_accept.random((len(decoding), k)) < cond[decoding]
+                ok = rng_accept.random((len(decoding), k)) < cond[decoding, :k]
                 emit += np.cumprod(ok, axis=1).sum(axis=1)
             emit = np.minimum(emit, o_len[decoding] - generated[decoding])
             _record(itl_v, itl_w, tok_v, tok_w, clock - last_emit[decoding], emit, 0.0, None)
@@ -531,25 +597,38 @@ def simulate(
     acceptance_spread: float = 0.1,
     slo_ttft_ms: float = 2000.0,
     slo_tpot_ms: float = 100.0,
+    k_schedule=None,
     defaults: ModelDefaults = DEFAULTS,
     calibration=None,
     gpus=None,
     models=None,
 ) -> pd.DataFrame:
     """Both arms of one scenario under one load: a summary row per arm (`baseline`,
-    `spec`), with the same arrivals, lengths and seed in each."""
+    `spec`), with the same arrivals, lengths and seed in each. `k_schedule`, (lo, hi, k)
+    batch-size ranges, makes the speculative arm draft K by batch size."""
     rows = []
     speculative = str(scenario.get("method", "none")) != "none"
     arms = (("baseline", False), ("spec", True)) if speculative else (("baseline", False),)
     for arm, spec in arms:
-        model = step_model(
-            {**scenario, "prompt_len": prompt.mean, "output_len": output.mean},
-            speculative=spec,
-            defaults=defaults,
-            calibration=calibration,
-            gpus=gpus,
-            models=models,
-        )
+        sized = {**scenario, "prompt_len": prompt.mean, "output_len": output.mean}
+        if spec and k_schedule:
+            model = schedule_model(
+                sized,
+                k_schedule,
+                defaults=defaults,
+                calibration=calibration,
+                gpus=gpus,
+                models=models,
+            )
+        else:
+            model = step_model(
+                sized,
+                speculative=spec,
+                defaults=defaults,
+                calibration=calibration,
+                gpus=gpus,
+                models=models,
+            )
         result = run(
             model,
             load,
@@ -565,7 +644,7 @@ def simulate(
                 "rate": load.rate,
                 "concurrency": load.concurrency,
                 "requests": load.requests,
-                "k": model.k,
+                "k": model.k if isinstance(model, StepModel) else "schedule",
                 **summarise(result, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms),
             }
         )

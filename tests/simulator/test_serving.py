@@ -190,3 +190,49 @@ def test_serve_cli_writes_a_row_per_scenario_load_and_arm(tmp_path):
 def test_serve_cli_refuses_bad_loads(tmp_path, flags, field):
     run_, out = _serve(tmp_path, *flags)
     assert run_.returncode == 2 and field in run_.stderr and not out.exists()
+
+
+def test_a_measured_per_request_sample_replaces_the_beta(models):
+    sample = np.array([0.2, 0.95])  # two kinds of traffic: prose and code
+    load = Load(requests=300, concurrency=16, seed=4)
+    r = run(models[True], load, Lengths(256), Lengths(256), acceptance_levels=sample)
+    levels = r.requests["first_position_acceptance"].to_numpy()
+    assert set(np.unique(levels)) == {0.2, 0.95}
+    # The two kinds of request split the TPOT distribution wide apart.
+    tpot = r.requests["tpot_ms"].to_numpy()
+    assert np.percentile(tpot, 90) > 1.3 * np.percentile(tpot, 10)
+    with pytest.raises(InputError, match="acceptance_levels"):
+        run(models[True], load, Lengths(256), Lengths(256), acceptance_levels=[np.nan, 2.0])
+
+
+def test_a_looser_slo_admits_a_higher_rate():
+    from simulator.serving import max_rate_at_slo
+
+    kw = dict(speculative=True, slo_ttft_ms=2000.0, requests=150)
+    tight = max_rate_at_slo(EAGLE3, Lengths(256), Lengths(128), slo_tpot_ms=8.0, **kw)
+    loose = max_rate_at_slo(EAGLE3, Lengths(256), Lengths(128), slo_tpot_ms=30.0, **kw)
+    assert 0 < tight < loose
+
+
+def test_a_k_schedule_drafts_by_batch_size():
+    from simulator.serving import schedule_model
+
+    sized = {**EAGLE3, "prompt_len": 256, "output_len": 256}
+    plan = schedule_model(sized, [(1, 4, 3), (5, 512, 0)])
+    off = step_model(sized, speculative=False)
+    on = step_model(sized, speculative=True)
+    lengths = (Lengths(256), Lengths(256))
+    # A full batch past the schedule's K=3 range runs like the baseline...
+    busy = Load(requests=256, concurrency=64, seed=5)
+    np.testing.assert_allclose(
+        run(plan, busy, *lengths).requests["tpot_ms"].median(),
+        run(off, busy, *lengths).requests["tpot_ms"].median(),
+        rtol=0.02,
+    )
+    # ...and a lone request drafts K=3, like the speculative arm.
+    quiet = Load(requests=20, concurrency=1, seed=5)
+    np.testing.assert_allclose(
+        run(plan, quiet, *lengths).requests["tpot_ms"].median(),
+        run(on, quiet, *lengths).requests["tpot_ms"].median(),
+        rtol=0.05,
+    )
