@@ -32,6 +32,10 @@ NO_PROFILE = "none: catalog roofline"
 CALIBRATE_KEY = "calibrate_with"
 UPLOADS_KEY = "uploaded_profiles"
 MEASURED_KEY = "measured_acceptance"
+BUNDLED = "bundled: "
+UPLOADED = "uploaded: "
+"""Label prefixes of the calibration choices: a bundled profile's label is BUNDLED plus its
+path under data/profiles/ (what a link carries); an upload's is UPLOADED plus its name."""
 
 
 def models() -> dict[str, ModelSpec]:
@@ -91,11 +95,11 @@ def profile_options() -> dict[str, tuple[str, bytes]]:
     out: dict[str, tuple[str, bytes]] = {}
     for name in bundled_profile_paths():
         try:
-            out[f"bundled: {name}"] = (name, bundled_profile_bytes(name))
+            out[BUNDLED + name] = (name, bundled_profile_bytes(name))
         except OSError:
             continue
     for name, data in uploaded_profiles().items():
-        out[f"uploaded: {name}"] = (name, data)
+        out[UPLOADED + name] = (name, data)
     return out
 
 

@@ -1,19 +1,43 @@
-"""Shared widgets: the scenario inputs every planning page shows in the sidebar (bound to
-query parameters, the key being the parameter name, so a link reproduces the scenario),
-the pre-flight checklist panel and the inline error message.
+"""Shared widgets: the scenario inputs every planning page shows in the sidebar, the
+pre-flight checklist panel and the inline error message.
+
+A link reproduces the scenario. Every scenario input is bound to the query parameter named
+after its key (`?target=llama-3.1-8b&method=ngram&k=4&batch_size=32`); Streamlit leaves a
+parameter out while its widget shows its default, and those defaults are constants of this
+module and the pages. What the page takes from data files, or from the session alone, is
+written out, so the link shows the same numbers in a fresh browser and after the priors
+file changes:
+
+- `acceptance_rate=0.797`: the acceptance input. It has no default, so once it is set (by
+  the user, or by a change of workload, method or target) the link carries it. A link
+  without it gets the figure its workload fills in: the published one for its workload,
+  method and target (data/acceptance_priors.csv), or the `pos` below.
+- `pos=0.9241_0.6149_0.401_...`: the per-position acceptance rates the page planned with,
+  from position 1, to 4 decimals with trailing zeros dropped (`,` `;` or spaces also read).
+  Present: the page planned by position (a published figure left unedited, or a /metrics
+  scrape on the 'measured' workload). Absent: it planned with the i.i.d. α above. A fresh
+  session plans with the link's rates until the user changes the workload, method, target
+  or α, or brings a scrape of their own; where the published figure still rounds to them,
+  it plans with that at full precision.
+- `profile=cpu/tiny.json` (`cpu%2Ftiny.json` once encoded): the bundled calibration profile
+  (Profiles page), by its path under data/profiles/. An uploaded profile cannot travel in
+  a link; the sidebar says so.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import streamlit as st
 
 from app import sim
-from app.presets import MEASURED, WORKLOADS, pick_prior
+from app.presets import MEASURED, WORKLOADS, Prior, pick_prior
 from simulator.errors import InputError
 from simulator.preflight import checklist
+from simulator.scenarios import K_LIMIT
 from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
 
 BIND = {"bind": "query-params", "persist_state": "session"}
@@ -33,7 +57,16 @@ DEFAULT_REQUESTS_PER_DAY = 2_000_000
 DEFAULT_PROMPT_LEN = 1024
 DEFAULT_OUTPUT_LEN = 256
 FALLBACK_ALPHA = 0.7
-"""Only used when the priors file has no row for the default workload and method."""
+"""Only used when neither the link nor a published figure or scrape gives an α."""
+ALPHA_KEY = "acceptance_rate"
+POS_PARAM = "pos"
+PROFILE_PARAM = "profile"
+POS_DECIMALS = 4
+"""Enough for a /metrics scrape's rates (simulator.metrics writes 4 decimals)."""
+LINK_POSITIONS_KEY = "link_positions"
+"""Per-position rates a link carried ('p1;p2;...'), kept until the user changes acceptance."""
+LINK_READ_KEY = "link_read"
+LINK_PROFILE_MISSING_KEY = "link_profile_missing"
 
 METHOD_LABELS = {
     "none": "none (no speculation)",
@@ -58,12 +91,18 @@ STATUS_BADGE = {
 }
 
 
-def default_alpha() -> float:
-    """The acceptance input's default: the prior of the default workload, method, target."""
-    prior = pick_prior(
-        sim.priors(), DEFAULT_WORKLOAD, DEFAULT_METHOD, sim.models().get(DEFAULT_TARGET)
-    )
-    return prior.alpha if prior is not None else FALLBACK_ALPHA
+def _prior(workload: str, method: str, target: str) -> Prior | None:
+    return pick_prior(sim.priors(), workload, method, sim.models().get(target))
+
+
+def _filled_alpha(workload: str, method: str, target: str) -> float | None:
+    """The α a workload fills in: the session's scrape for 'measured', else the published
+    figure for the workload, method and target; None where there is none."""
+    if workload == MEASURED:
+        measured = st.session_state.get(sim.MEASURED_KEY)
+        return round(float(measured["alpha"]), 3) if measured else None
+    prior = _prior(workload, method, target)
+    return prior.alpha if prior is not None else None
 
 
 @dataclass(frozen=True)
@@ -113,24 +152,48 @@ class Scenario:
         return {**self.base(), "k": k if self.speculative else 0, "batch_size": batch_size, **extra}
 
 
+def _session_alpha() -> float | None:
+    """`_filled_alpha` for the workload, method and target the session has chosen."""
+    ss = st.session_state
+    return _filled_alpha(
+        ss.get("workload", DEFAULT_WORKLOAD),
+        ss.get("method", DEFAULT_METHOD),
+        ss.get("target", DEFAULT_TARGET),
+    )
+
+
 def _refill_acceptance() -> None:
     """Workload, method or target changed: put the matching published figure (or the
     measured one) into the acceptance input. With no figure the user's value stays."""
-    ss = st.session_state
-    workload = ss.get("workload", DEFAULT_WORKLOAD)
-    if workload == MEASURED:
-        measured = ss.get(sim.MEASURED_KEY)
-        if measured:
-            ss["acceptance_rate"] = round(float(measured["alpha"]), 3)
+    st.session_state.pop(LINK_POSITIONS_KEY, None)
+    alpha = _session_alpha()
+    if alpha is not None:
+        st.session_state[ALPHA_KEY] = alpha
+
+
+def _alpha_edited() -> None:
+    """The user typed an α: the link's rates no longer apply. An emptied input refills."""
+    st.session_state.pop(LINK_POSITIONS_KEY, None)
+    if st.session_state.get(ALPHA_KEY) is None:
+        alpha = _session_alpha()
+        st.session_state[ALPHA_KEY] = FALLBACK_ALPHA if alpha is None else alpha
+
+
+def _link_alpha() -> float | None:
+    try:
+        alpha = float(st.query_params[ALPHA_KEY])
+    except (KeyError, ValueError):
+        return None
+    return alpha if 0 <= alpha <= 1 else None
+
+
+def _seed_alpha() -> None:
+    """A session's first α, where the link gives none: the figure its workload fills in.
+    Set before the input exists, so the input itself passes no default."""
+    if ALPHA_KEY in st.session_state or _link_alpha() is not None:
         return
-    prior = pick_prior(
-        sim.priors(),
-        workload,
-        ss.get("method", DEFAULT_METHOD),
-        sim.models().get(ss.get("target", DEFAULT_TARGET)),
-    )
-    if prior is not None:
-        ss["acceptance_rate"] = prior.alpha
+    alpha = _session_alpha()
+    st.session_state[ALPHA_KEY] = FALLBACK_ALPHA if alpha is None else alpha
 
 
 def _index(options: list, value) -> int:
@@ -144,6 +207,7 @@ def scenario_inputs() -> Scenario:
     model_ids = list(models)
     gpu_ids = list(gpus)
     sb = st.sidebar
+    _read_link_positions(sb)
     sb.subheader("Scenario")
     target = sb.selectbox(
         "Target model",
@@ -231,6 +295,7 @@ def scenario_inputs() -> Scenario:
     )
     if price is None and catalog_price is None:
         sb.warning(f"{gpus[gpu].name} has no catalog price: enter one for the costs.")
+    _write_positions(acceptance)
     return Scenario(
         target=target,
         method=method,
@@ -240,7 +305,7 @@ def scenario_inputs() -> Scenario:
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
         workload=workload,
-        alpha=float(alpha),
+        alpha=alpha,
         acceptance=acceptance,
         prompt_len=int(prompt_len),
         output_len=int(output_len),
@@ -263,54 +328,150 @@ def _acceptance_inputs(sb, method: str, target: str) -> tuple[str, float, dict]:
         **BIND,
     )
     measured = st.session_state.get(sim.MEASURED_KEY) if workload == MEASURED else None
-    positions = measured.get("acceptance_per_position", "") if measured else ""
+    linked = "" if method == "none" else st.session_state.get(LINK_POSITIONS_KEY, "")
+    by_rates = bool(measured.get("acceptance_per_position")) if measured else bool(linked)
+    _seed_alpha()
     alpha = sb.number_input(
         "Acceptance rate α (per token)",
         min_value=0.0,
         max_value=1.0,
-        value=default_alpha(),
+        value=None,
         step=0.01,
         format="%.3f",
-        key="acceptance_rate",
-        disabled=method == "none" or bool(positions),
+        key=ALPHA_KEY,
+        on_change=_alpha_edited,
+        disabled=method == "none" or (workload == MEASURED and by_rates),
         help="i.i.d. probability that a drafted token is accepted (Leviathan et al.); "
-        "not vLLM's 'draft acceptance rate' (accepted / drafted).",
+        "not vLLM's 'draft acceptance rate' (accepted / drafted). Empty it to get the "
+        "workload's figure back.",
         **BIND,
     )
+    alpha = FALLBACK_ALPHA if alpha is None else float(alpha)
     if method == "none":
         sb.caption("Speculation off: acceptance is not used.")
         return workload, alpha, {}
     if workload == MEASURED:
-        if not measured:
-            sb.info(
-                "No /metrics figures in this session yet: paste a scrape on the "
-                "Acceptance page. Using the rate above."
-            )
-            return workload, alpha, {"acceptance_rate": alpha}
+        return workload, *_measured_acceptance(sb, alpha, measured, linked)
+    prior = _prior(workload, method, target)
+    if prior is None and not linked:
+        sb.info(
+            f"No published figure for {WORKLOAD_LABELS[workload]} with "
+            f"{METHOD_LABELS[method]}; enter your own acceptance rate."
+        )
+        return workload, alpha, {"acceptance_rate": alpha}
+    return workload, *_prior_acceptance(sb, alpha, prior, linked)
+
+
+def _measured_acceptance(sb, alpha: float, measured: dict | None, linked: str):
+    """(α, acceptance column) on the 'measured' workload: the session's scrape, else the
+    link's rates, else the α typed."""
+    if measured:
+        positions = measured.get("acceptance_per_position", "")
         sb.caption(
             f"From /metrics: τ {measured['tau']:.2f} at K={measured['k']}, "
             f"α {measured['alpha']:.3f}"
             + (f"; per-position rates {positions}" if positions else "")
         )
         if positions:
-            return workload, float(measured["alpha"]), {"acceptance_per_position": positions}
-        return workload, alpha, {"acceptance_rate": alpha}
-    prior = pick_prior(sim.priors(), workload, method, sim.models().get(target))
-    if prior is None:
-        sb.info(
-            f"No published figure for {WORKLOAD_LABELS[workload]} with "
-            f"{METHOD_LABELS[method]}; enter your own acceptance rate."
+            return float(measured["alpha"]), {"acceptance_per_position": positions}
+        return alpha, {"acceptance_rate": alpha}
+    if linked:
+        sb.caption(
+            f"Per-position rates from the link: {_rates_shown(linked)}. Paste a scrape on "
+            "the Acceptance page to use your own."
+        )
+        return alpha, {"acceptance_per_position": linked}
+    sb.info(
+        "No /metrics figures in this session yet: paste a scrape on the "
+        "Acceptance page. Using the rate above."
+    )
+    return alpha, {"acceptance_rate": alpha}
+
+
+def _prior_acceptance(sb, alpha: float, prior: Prior | None, linked: str):
+    """(α, acceptance column) on a workload preset: the link's rates while they apply, the
+    published figure by position while α is left as published, else the α typed."""
+    if linked and (prior is None or not _same_rates(linked, prior.positions_text)):
+        now = f" (the published figure is now α {prior.alpha:.3f})" if prior else ""
+        sb.caption(f"Per-position rates from the link: {_rates_shown(linked)}{now}.")
+        return alpha, {"acceptance_per_position": linked}
+    edited = not linked and abs(prior.alpha - alpha) > 5e-4
+    sb.caption(
+        f"Prior α {prior.alpha:.3f}: {prior.describe()}"
+        + (" (edited: i.i.d. α as typed)" if edited else "")
+        + (f" [source]({prior.source})" if prior.source.startswith("http") else "")
+    )
+    if not edited and prior.positions:
+        return alpha, {"acceptance_per_position": prior.positions_text}
+    return alpha, {"acceptance_rate": alpha}
+
+
+_SEPARATORS = re.compile(r"[\s,;_]+")
+
+
+def _short(rate: float) -> str:
+    return f"{rate:.{POS_DECIMALS}f}".rstrip("0").rstrip(".")
+
+
+def positions_param(text: str) -> str:
+    """Per-position rates 'p1;p2;...' as the link's `pos` value (see the module docstring)."""
+    rates = [float(p) for p in _SEPARATORS.split(text.strip()) if p]
+    return "_".join(_short(r) for r in rates[:K_LIMIT])
+
+
+def positions_from_param(value: str) -> str | None:
+    """A link's `pos` as 'p1;p2;...', or None unless it holds non-increasing rates in
+    [0, 1] (past K_LIMIT they are dropped)."""
+    try:
+        rates = [float(p) for p in _SEPARATORS.split(value.strip()) if p][:K_LIMIT]
+    except ValueError:
+        return None
+    in_range = all(0 <= r <= 1 for r in rates)
+    falling = all(b <= a for a, b in pairwise(rates))
+    return ";".join(_short(r) for r in rates) if rates and in_range and falling else None
+
+
+def _same_rates(a: str, b: str) -> bool:
+    return bool(b) and positions_param(a) == positions_param(b)
+
+
+def _rates_shown(text: str, head: int = 4) -> str:
+    rates = text.split(";")
+    return ", ".join(rates[:head]) + (", …" if len(rates) > head else "")
+
+
+def _set_param(key: str, value: str | None) -> None:
+    """Write an app-owned query parameter (remove it for None), only when it changes."""
+    params = st.query_params
+    if value is None:
+        if key in params:
+            del params[key]
+    elif params.get(key) != value:
+        params[key] = value
+
+
+def _read_link_positions(sb) -> None:
+    """The session's first planning page takes the link's per-position rates."""
+    ss = st.session_state
+    if ss.get(LINK_READ_KEY):
+        return
+    ss[LINK_READ_KEY] = True
+    raw = st.query_params.get(POS_PARAM)
+    if raw is None:
+        return
+    positions = positions_from_param(raw)
+    if positions is None:
+        sb.warning(
+            f"Ignored the link's per-position rates (`{POS_PARAM}`): they must be numbers "
+            "in [0, 1] that do not rise with position."
         )
     else:
-        edited = abs(prior.alpha - alpha) > 5e-4
-        sb.caption(
-            f"Prior α {prior.alpha:.3f}: {prior.describe()}"
-            + (" (edited: i.i.d. α as typed)" if edited else "")
-            + (f" [source]({prior.source})" if prior.source.startswith("http") else "")
-        )
-        if not edited and prior.positions:
-            return workload, alpha, {"acceptance_per_position": prior.positions_text}
-    return workload, alpha, {"acceptance_rate": alpha}
+        ss[LINK_POSITIONS_KEY] = positions
+
+
+def _write_positions(acceptance: dict) -> None:
+    positions = acceptance.get("acceptance_per_position")
+    _set_param(POS_PARAM, positions_param(positions) if positions else None)
 
 
 def checklist_panel(
@@ -338,10 +499,51 @@ def show_error(exc: InputError, what: str = "Input") -> None:
     st.error(f"{what}: {exc}", icon=":material/error:")
 
 
+def _profile_from_link() -> None:
+    """A session that has not chosen a profile takes the link's bundled one."""
+    ss = st.session_state
+    name = st.query_params.get(PROFILE_PARAM)
+    if sim.CALIBRATE_KEY in ss or name is None:
+        return
+    if name in sim.bundled_profile_paths():
+        ss[sim.CALIBRATE_KEY] = sim.BUNDLED + name
+    else:
+        ss[sim.CALIBRATE_KEY] = sim.NO_PROFILE
+        ss[LINK_PROFILE_MISSING_KEY] = name
+
+
+def _profile_to_link(label: str) -> None:
+    bundled = label.removeprefix(sim.BUNDLED) if label.startswith(sim.BUNDLED) else None
+    _set_param(PROFILE_PARAM, bundled)
+
+
+def _shown(name: str) -> str:
+    """A name from the URL, quoted as code when it looks like a path (never as markdown)."""
+    return f"`{name}`" if re.fullmatch(r"[\w./-]{1,120}", name) else "it names"
+
+
+def _link_notes(label: str) -> None:
+    if label.startswith(sim.UPLOADED):
+        st.sidebar.caption(
+            ":material/link_off: An uploaded profile cannot travel in a link: whoever opens "
+            "this page's address gets the catalog roofline unless they upload the same file."
+        )
+    missing = st.session_state.get(LINK_PROFILE_MISSING_KEY)
+    if missing and label == sim.NO_PROFILE:
+        st.sidebar.warning(
+            f"The link asks for the calibration profile {_shown(missing)}, which is not "
+            "bundled with this copy of SpecPlan: latency from the catalog roofline."
+        )
+
+
 def calibration_note() -> None:
     """Under the navigation: which profile calibrates the latency model, and whether it
-    applies to the scenario's GPU (the sidebar's choice, from the session or the link)."""
+    applies to the scenario's GPU (the sidebar's choice, from the session or the link).
+    The choice travels in the link (`profile`), when a link can carry it."""
+    _profile_from_link()
     state = sim.current_calibration()
+    _profile_to_link(state.label)
+    _link_notes(state.label)
     if state.error:
         st.sidebar.error(f"Calibration profile rejected: {state.error}")
     if state.calibration is None:

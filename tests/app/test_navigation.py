@@ -52,3 +52,10 @@ def test_a_cpu_profile_does_not_claim_a_gpu_scenario(app, profile_json):
     assert "Calibrated by **uploaded: cpu.json** (device: cpu)" in note
     assert "does not apply" not in note
     assert at.session_state["roi_row"]["latency_source"] != "roofline"
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_every_page_takes_the_links_bundled_profile_and_keeps_it_in_the_link(app, view):
+    at = app(view, query={"profile": "cpu/tiny.json"})
+    assert "**bundled: cpu/tiny.json** (device: cpu)" in _calibration_note(at)
+    assert at.query_params["profile"] == "cpu/tiny.json"
