@@ -289,12 +289,19 @@ class Calibration:
         """Per-row hardware whose efficiency-scaled roofline equals the fitted one."""
         bw, tf = hw.bw_gbps.astype(float).copy(), hw.tflops.astype(float).copy()
         sharp = np.broadcast_to(np.asarray(hw.sharpness, dtype=float), bw.shape).copy()
+        pre = np.broadcast_to(np.asarray(hw.prefill_efficiency, dtype=float), bw.shape).copy()
         for rows, fit in self._fit_rows(gpu_ids, model_ids):
             bw[rows] = fit.bandwidth_gbps / d.bandwidth_efficiency
             tf[rows] = fit.tflops / d.compute_efficiency
             sharp[rows] = np.inf  # the fit is a max() roofline
+            pre[rows] = d.compute_efficiency  # prefill at the fitted compute, no more
         return Hardware(
-            bw_gbps=bw, tflops=tf, link_gbps=hw.link_gbps, num_gpus=hw.num_gpus, sharpness=sharp
+            bw_gbps=bw,
+            tflops=tf,
+            link_gbps=hw.link_gbps,
+            num_gpus=hw.num_gpus,
+            sharpness=sharp,
+            prefill_efficiency=pre,
         )
 
     def overhead_ms(self, gpu_ids, layers, default: float, model_ids=None) -> np.ndarray:

@@ -198,7 +198,16 @@ def get_draft_prefill_ms(
         _layer_shared_params(t) + t.experts_per_token * t.params_per_expert,
         get_head_params("eagle", t, 0.0) - 2.0 * h * h,
     )
-    model = get_prefill_ms(d, tokens, prompt_len, hw.tflops, hw.link_gbps, hw.num_gpus, d_defaults)
+    model = get_prefill_ms(
+        d,
+        tokens,
+        prompt_len,
+        hw.tflops,
+        hw.link_gbps,
+        hw.num_gpus,
+        d_defaults,
+        efficiency=hw.prefill_efficiency,
+    )
     head = get_prefill_ms(
         t,
         tokens,
@@ -209,5 +218,6 @@ def get_draft_prefill_ms(
         d_defaults,
         params=head_layer + 2.0 * h * h,
         num_layers=1.0,
+        efficiency=hw.prefill_efficiency,
     )
     return np.select([m["draft_model"], m["eagle"] | m["eagle3"] | m["mtp"]], [model, head], 0.0)

@@ -166,6 +166,8 @@ class Hardware:
     num_gpus: np.ndarray
     sharpness: np.ndarray | float = np.inf
     """How sharply kernels turn from memory- to compute-bound (`get_roofline_ms`)."""
+    prefill_efficiency: np.ndarray | float = np.nan
+    """Fraction of `tflops` a prefill chunk reaches; NaN: the defaults' figure."""
 
 
 def get_model_traffic(

@@ -292,7 +292,14 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
     def spec_prefill_ms(tokens):
         """Prefill time per speculative step: the target's and the draft's."""
         return steady.get_prefill_ms(
-            t, tokens, prompt, hw.tflops, hw.link_gbps, tp, defaults
+            t,
+            tokens,
+            prompt,
+            hw.tflops,
+            hw.link_gbps,
+            tp,
+            defaults,
+            efficiency=hw.prefill_efficiency,
         ) + drafts.get_draft_prefill_ms(method, t, d, hw_d, tokens, prompt, defaults)
 
     def price(b_base, b_spec):
@@ -355,7 +362,14 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
             0.0,
         )
         pf_base_ms = steady.get_prefill_ms(
-            t, pf_base, prompt, hw.tflops, hw.link_gbps, tp, defaults
+            t,
+            pf_base,
+            prompt,
+            hw.tflops,
+            hw.link_gbps,
+            tp,
+            defaults,
+            efficiency=hw.prefill_efficiency,
         )
         pf_spec_ms = spec_prefill_ms(pf_spec)
         host_base = steady.get_engine_step_ms(b_base, defaults)
@@ -387,7 +401,16 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
     # Little's law, B = rate * (TTFT + output_len * TPOT(B)), in each arm on its own.
     over_base = over_spec = np.zeros(n, dtype=bool)
     if open_loop.any():
-        ttft_base = steady.get_prefill_ms(t, prompt, prompt, hw.tflops, hw.link_gbps, tp, defaults)
+        ttft_base = steady.get_prefill_ms(
+            t,
+            prompt,
+            prompt,
+            hw.tflops,
+            hw.link_gbps,
+            tp,
+            defaults,
+            efficiency=hw.prefill_efficiency,
+        )
         ttft_spec = ttft_base + drafts.get_draft_prefill_ms(
             method, t, d, hw_d, prompt, prompt, defaults
         )

@@ -17,7 +17,7 @@ prefill, vLLM V1's one token budget per step). Per step:
 
 Prefill arrives in chunks of hundreds of tokens, which are compute-bound, so its time is
 priced at the compute roofline and added to the decode forward, not hidden under the
-decode's weight reads: `t_prefill = flops / (eta_f * F) + all-reduces`, with
+decode's weight reads: `t_prefill = flops / (eta_prefill * F) + all-reduces`, with
 `flops = 2 * matmul params * n + 4 * layers * n * (prompt_len / 2) * heads * head_dim`
 for n prompt tokens (causal attention over half the prompt on average).
 
@@ -63,11 +63,15 @@ def get_prefill_ms(
     d: ModelDefaults = DEFAULTS,
     params=None,
     num_layers=None,
+    efficiency=None,
 ):
     """Time in ms to prefill `tokens` prompt tokens, priced at the compute roofline.
 
-    `params` and `num_layers` override the model's matmul parameters and attention layers
-    (a one-layer EAGLE/MTP head prefills through its own layer only).
+    Prefill chunks are large GEMMs: they run at `prefill_compute_efficiency` of the peak,
+    not at the lower `compute_efficiency` of decode and verification; `efficiency`
+    (per row, NaN for the default) overrides it, as a profile's fit does. `params` and
+    `num_layers` override the model's matmul parameters and attention layers (a one-layer
+    EAGLE/MTP head prefills through its own layer only).
     """
     n = np.asarray(tokens, dtype=float)
     tp = np.asarray(num_gpus, dtype=float)
@@ -77,7 +81,9 @@ def get_prefill_ms(
     flops = (
         2.0 * params * n + 4.0 * layers * n * np.asarray(prompt_len, dtype=float) / 2.0 * attn_dim
     ) / tp
-    compute = get_roofline_ms(0.0, flops, 1.0, tflops, d)
+    eff = d.prefill_compute_efficiency if efficiency is None else np.asarray(efficiency, float)
+    eff = np.where(np.isnan(eff), d.prefill_compute_efficiency, eff)
+    compute = flops / (eff * np.asarray(tflops) * 1e12) * 1e3
     comm = get_allreduce_ms(tp, 2.0 * layers, n, m.hidden_size, link_gbps, d)
     return np.where(n > 0, compute + comm, 0.0)
 

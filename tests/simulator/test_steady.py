@@ -41,7 +41,7 @@ def test_prefill_tokens_and_time_by_hand():
     n = 16 * 1024 / 256
     matmul = m.active_params - m.vocab_size * m.hidden_size  # untied: the input embedding
     flops = 2 * matmul * n + 4 * m.num_layers * n * (1024 / 2) * m.num_attention_heads * m.head_dim
-    expected_ms = flops / (DEFAULTS.compute_efficiency * g.bf16_tflops * 1e12) * 1e3
+    expected_ms = flops / (DEFAULTS.prefill_compute_efficiency * g.bf16_tflops * 1e12) * 1e3
     assert row["prefill_ms_baseline"] == pytest.approx(expected_ms, rel=1e-9)
     # The step is the decode forward plus prefill plus the engine's host cost.
     assert row["baseline_step_ms"] == pytest.approx(
