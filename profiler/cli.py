@@ -1,10 +1,13 @@
-"""`python -m profiler run|info|check-extrapolation|train-pair|validate`.
+"""`python -m profiler run|info|check-extrapolation|train-pair|validate|serve-bench`.
 
 `run` measures step latency on this machine and writes a `specplan.profile/v1` JSON file and
 the same measurements as CSV next to it (same stem). `train-pair` trains the byte-level
-draft/target pair (`profiler.train_pair`); `validate` runs real speculative decoding with it
-against the simulator's prediction (`profiler.validate`). Bad flags exit with status 2 and a
-message naming the flag; Ctrl-C during `run` writes what was measured so far and exits 130.
+draft/target pair (`profiler.groundtruth.train_pair`); `validate` runs real speculative
+decoding with it against the simulator's prediction (`profiler.groundtruth.validate`);
+`serve-bench` serves Poisson arrivals with it in a continuous-batching loop against the
+request-level simulation (`profiler.groundtruth.serve_bench`). Bad flags exit with status 2
+and a message naming the flag; Ctrl-C during `run` writes what was measured so far and
+exits 130.
 """
 
 from __future__ import annotations
@@ -140,7 +143,7 @@ def make_parser() -> argparse.ArgumentParser:
     _add_grid_flags(check)
     check.add_argument("--depths", default="1,2,4", help="depths to fit the line on")
     check.set_defaults(parser=check)
-    from profiler import train_pair, validate
+    from profiler.groundtruth import serve_bench, train_pair, validate
 
     pair = sub.add_parser(
         "train-pair", help="train the byte-level draft/target pair on the stdlib's sources"
@@ -152,6 +155,13 @@ def make_parser() -> argparse.ArgumentParser:
     )
     validate.add_arguments(val)
     val.set_defaults(parser=val)
+    bench = sub.add_parser(
+        "serve-bench",
+        help="serve Poisson arrivals with the pair in a continuous-batching loop against "
+        "the request-level simulation",
+    )
+    serve_bench.add_arguments(bench)
+    bench.set_defaults(parser=bench)
     return parser
 
 
@@ -383,13 +393,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "info":
             return cmd_info(args)
         if args.command == "train-pair":
-            from profiler import train_pair
+            from profiler.groundtruth import train_pair
 
             return train_pair.run_from_args(args, argv[1:])
         if args.command == "validate":
-            from profiler import validate
+            from profiler.groundtruth import validate
 
             return validate.run_from_args(args)
+        if args.command == "serve-bench":
+            from profiler.groundtruth import serve_bench
+
+            return serve_bench.run_from_args(args)
         return cmd_check(args)
     except UsageError as exc:
         args.parser.error(str(exc))

@@ -4,7 +4,7 @@ The grid (`profiler.runner`) times every model on its own, back to back, with it
 cache warm. In speculative decoding every round starts the draft right after the target's
 verify forward has streamed the target's weights through the caches (CPU caches, a GPU's L2),
 and position 1 of a round feeds two tokens (the last accepted token, which the draft has not
-seen when all K were accepted, and the bonus token; `profiler.specdec` does this). On the
+seen when all K were accepted, and the bonus token; `profiler.groundtruth.specdec` does this). On the
 2-core CPU of `data/validation/` the draft took 1.8x its isolated time at position 1 and
 1.2-1.5x at later positions; pricing the draft as K isolated steps under-cost every round.
 

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import torch
 
-from profiler.model import ArchConfig, DecoderLM
-from profiler.specdec import (
+from profiler.groundtruth.specdec import (
     accept_draft_tokens,
     autoregressive_generate,
     probs_from_logits,
     sample_from,
     speculative_generate,
 )
+from profiler.model import ArchConfig, DecoderLM
 
 P_MIN = 1e-3
 MIN_EXPECTED = 5.0  # Cochran's rule: chi-square is accurate when every cell expects >= 5
@@ -232,7 +232,11 @@ def test_sampled_joint_distribution_matches_target():
 
 def test_interleaved_runs_give_the_same_output():
     """Stepping several decoders in turn (as the validation does) changes no output."""
-    from profiler.specdec import AutoregressiveDecoder, SpeculativeDecoder, run_interleaved
+    from profiler.groundtruth.specdec import (
+        AutoregressiveDecoder,
+        SpeculativeDecoder,
+        run_interleaved,
+    )
 
     target = _tiny(seed=0, layers=2, hidden=32, std=0.3)
     draft = _tiny(seed=1, layers=1, hidden=16, std=0.3)

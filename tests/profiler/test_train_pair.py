@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from profiler import corpus
-from profiler.model import ArchConfig
-from profiler.train_pair import (
+from profiler.groundtruth import corpus
+from profiler.groundtruth.train_pair import (
     CONFIGS,
     DRAFT_ID,
     MODELS_DIR,
@@ -27,7 +26,8 @@ from profiler.train_pair import (
     save_model,
     train_model,
 )
-from profiler.validate import ValidationSettings, tau_vs_iid, validate
+from profiler.groundtruth.validate import ValidationSettings, tau_vs_iid, validate
+from profiler.model import ArchConfig
 from simulator.catalog import load_models
 
 SAMPLE_PY = '''"""Helpers for parsing configuration files.
@@ -171,7 +171,7 @@ def test_quick_validation_end_to_end(tmp_path):
 def test_committed_validation_is_what_the_simulator_predicts_from_the_committed_profile(
     tmp_path,
 ):
-    from profiler.validate import VALIDATION_DIR, predict
+    from profiler.groundtruth.validate import VALIDATION_DIR, predict
 
     points = pd.read_csv(VALIDATION_DIR / "cpu_validation.csv")
     profile = VALIDATION_DIR / "cpu_profile.json"

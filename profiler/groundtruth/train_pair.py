@@ -1,5 +1,6 @@
 """Train the real draft/target pair the validation runs: byte-level decoders that predict
-Python and its docstrings, trained on the standard library's own sources (`profiler.corpus`).
+Python and its docstrings, trained on the standard library's own sources
+(`profiler.groundtruth.corpus`).
 
 `python -m profiler train-pair` writes, under `data/models/`:
 
@@ -31,10 +32,10 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from profiler.corpus import Corpus, load_corpus
+from profiler.groundtruth.corpus import Corpus, load_corpus
 from profiler.model import ArchConfig, DecoderLM
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
+MODELS_DIR = Path(__file__).resolve().parents[2] / "data" / "models"
 TARGET_ID = "specplan-byte-target"
 DRAFT_ID = "specplan-byte-draft"
 BYTE_VOCAB = 256

@@ -1,6 +1,6 @@
 """Ground truth on this machine: real speculative decoding, measured, against the simulator.
 
-`python -m profiler validate` loads the trained byte-level pair (`profiler.train_pair`),
+`python -m profiler validate` loads the trained byte-level pair (`profiler.groundtruth.train_pair`),
 generates from held-out prompts of the standard library (code and prose separately),
 autoregressively and speculatively for K = 1..8 and several batch sizes, greedy and
 sampled, and measures per-position acceptance, mean accepted tokens and decode tokens/s.
@@ -52,14 +52,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from profiler.corpus import load_corpus, sample_prompts
-from profiler.specdec import (
+from profiler.groundtruth.corpus import load_corpus, sample_prompts
+from profiler.groundtruth.specdec import (
     GREEDY,
     AutoregressiveDecoder,
     SpeculativeDecoder,
     run_interleaved,
 )
-from profiler.train_pair import DRAFT_ID, MODELS_DIR, TARGET_ID, load_pair
+from profiler.groundtruth.train_pair import DRAFT_ID, MODELS_DIR, TARGET_ID, load_pair
 from simulator import acceptance
 from simulator.calibration import Calibration, match_gpu_id
 from simulator.defaults import DEFAULTS
@@ -72,7 +72,7 @@ from simulator.profile import (
     profile_to_json,
 )
 
-VALIDATION_DIR = Path(__file__).resolve().parent.parent / "data" / "validation"
+VALIDATION_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
 WORKLOADS = ("code", "prose")
 K_MAX = 8
 HARNESS_DEFAULTS = DEFAULTS.without_engine()
@@ -697,7 +697,7 @@ def validate(
 
 def _shown(path: Path) -> Path:
     """A path relative to the repository when it lies inside it (for files we commit)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         return Path(path).resolve().relative_to(root)
     except ValueError:
