@@ -33,6 +33,7 @@ end-to-end latency. Times in ms, rates in requests per second.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -259,9 +260,9 @@ def _cat(parts: list[np.ndarray]) -> np.ndarray:
 def _quiet_rounds(step_ms, clock, next_arrival, free_blocks, decoding, growth) -> int:
     """Steps that can run unchanged: no arrival due and the KV cache cannot run out even if
     every decoding request emits its most tokens each step (at most 256 at once)."""
-    by_arrival = np.inf if not np.isfinite(next_arrival) else (next_arrival - clock) / step_ms
-    by_kv = free_blocks * BLOCK_SIZE / max(decoding * growth, 1)
-    return int(max(1, min(256, np.floor(by_arrival), np.floor(by_kv))))
+    by_arrival = 256 if next_arrival == np.inf else math.floor((next_arrival - clock) / step_ms)
+    by_kv = math.floor(free_blocks * BLOCK_SIZE / max(decoding * growth, 1))
+    return max(1, min(256, by_arrival, by_kv))
 
 
 def _draw(rng, cond: np.ndarray, rounds: int, k: int) -> np.ndarray:
@@ -276,11 +277,12 @@ def _draw(rng, cond: np.ndarray, rounds: int, k: int) -> np.ndarray:
 
 def _record(itl_v, itl_w, tok_v, tok_w, gap, first_emit, step_ms, later) -> None:
     """Add one step's chunks (gap ms since each request's last tokens, `first_emit` tokens
-    each) and, optionally, `later` steps of `step_ms` each, to the weighted ITL samples."""
-    itl_v.append(np.asarray(gap, float))
-    itl_w.append(np.ones(len(first_emit)))
-    tok_v.append(np.asarray(gap, float) / np.maximum(first_emit, 1))
-    tok_w.append(np.maximum(first_emit, 1).astype(float))
+    each) and, optionally, `later` steps of `step_ms` each, to the weighted ITL samples.
+
+    A step's own chunks go in as (gaps, tokens) pairs, weighted when the run ends; the
+    repeated steps as one value with its count."""
+    itl_v.append(gap)
+    itl_w.append(first_emit)
     if later is not None and later.size:
         counts = np.bincount(later.ravel())
         sizes = np.flatnonzero(counts)
@@ -412,11 +414,12 @@ def run(
             continue
         idx = np.array(running, dtype=np.int64)
         chunk[idx] = 0
-        left = max_num_batched_tokens - int((kv[idx] >= target[idx]).sum()) * per_decode
+        left = max_num_batched_tokens - np.count_nonzero(kv[idx] >= target[idx]) * per_decode
         for r in idx[kv[idx] < target[idx]]:
             chunk[r] = max(0, min(int(target[r] - kv[r]), left))
             left -= chunk[r]
-        while running and blocks_needed(np.array(running)) > model.kv_blocks:
+        used = blocks_needed(idx)
+        while running and used > model.kv_blocks:
             victim = running.pop()
             preemptions += 1
             left += chunk[victim]
@@ -424,7 +427,7 @@ def run(
             target[victim] = p_len[victim] + generated[victim]
             kv[victim] = 0
             waiting.appendleft(victim)
-        used = blocks_needed(np.array(running, dtype=np.int64))
+            used = blocks_needed(np.array(running, dtype=np.int64))
         while waiting and len(running) < max_num_seqs and left > 0:
             r = waiting[0]
             take = min(int(target[r] - kv[r]), left)
@@ -531,6 +534,13 @@ def run(
                         next_closed += 1
                 arrived = next_closed
 
+    gaps = [g for g, w in zip(itl_v, itl_w, strict=True) if w.dtype.kind == "i"]
+    emits = [w for w in itl_w if w.dtype.kind == "i"]
+    bulk_v = [v for v, w in zip(itl_v, itl_w, strict=True) if w.dtype.kind != "i"]
+    bulk_w = [w for w in itl_w if w.dtype.kind != "i"]
+    gap, emit = _cat(gaps), np.maximum(_cat(emits), 1)
+    itl_chunk = (np.concatenate([gap, *bulk_v]), np.concatenate([np.ones(len(gap)), *bulk_w]))
+    itl_token = (np.concatenate([gap / emit, *tok_v]), np.concatenate([emit.astype(float), *tok_w]))
     table = pd.DataFrame(
         {
             "arrival_ms": arrival,
@@ -545,8 +555,8 @@ def run(
     return RunResult(
         requests=table,
         queue=pd.DataFrame({"time_ms": queue_t, "waiting": queue_n}),
-        itl_chunk_ms=(_cat(itl_v), _cat(itl_w)),
-        itl_token_ms=(_cat(tok_v), _cat(tok_w)),
+        itl_chunk_ms=itl_chunk,
+        itl_token_ms=itl_token,
         preemptions=preemptions,
         steps=steps,
         extra={"time_average_in_system": area / clock if clock > 0 else 0.0},
