@@ -41,6 +41,17 @@ from simulator.scenarios import K_LIMIT
 from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
 
 BIND = {"bind": "query-params", "persist_state": "session"}
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`\[\]!<>])")
+
+
+def plain(text) -> str:
+    """Text a user supplied (a file name, a profile's device name, a message quoting an
+    input) escaped so that Streamlit's Markdown cannot turn it into a link, an image the
+    browser would fetch, raw HTML or code: backslash, backtick, brackets, `!`, `<`, `>`."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+
+
 """Every scenario widget: its value in the URL, and kept when the user switches pages.
 Bound selectboxes show catalog ids, not names: the URL holds what the widget displays,
 and ids make short, stable links (`?target=llama-3.3-70b&gpu=h100-sxm`)."""
@@ -484,7 +495,7 @@ def checklist_panel(
     try:
         items = checklist(row, sim.models())
     except (KeyError, ValueError, TypeError) as exc:
-        st.warning(f"Checklist unavailable for this row ({exc}).")
+        st.warning(f"Checklist unavailable for this row ({plain(exc)}).")
         return
     slots = st.columns(len(items)) if horizontal else [st.container() for _ in items]
     for item, slot in zip(items, slots, strict=True):
@@ -496,7 +507,7 @@ def checklist_panel(
 
 def show_error(exc: InputError, what: str = "Input") -> None:
     """An inline error that names the field; the rest of the page keeps working."""
-    st.error(f"{what}: {exc}", icon=":material/error:")
+    st.error(f"{what}: {plain(exc)}", icon=":material/error:")
 
 
 def _profile_from_link() -> None:
@@ -545,7 +556,7 @@ def calibration_note() -> None:
     _profile_to_link(state.label)
     _link_notes(state.label)
     if state.error:
-        st.sidebar.error(f"Calibration profile rejected: {state.error}")
+        st.sidebar.error(f"Calibration profile rejected: {plain(state.error)}")
     if state.calibration is None:
         st.sidebar.caption(
             ":material/straighten: Latency: analytic roofline from catalog specs "
@@ -553,21 +564,22 @@ def calibration_note() -> None:
         )
         return
     devices = sorted(state.calibration.fits)
-    shown = ", ".join(devices) or "no device"
+    shown = plain(", ".join(devices) or "no device")
+    label = plain(state.label)
     gpu = st.session_state.get("gpu") or st.query_params.get("gpu")
     if gpu is None:
         st.sidebar.caption(
-            f":material/speed: Calibrated by **{state.label}** (device: {shown}). Scenarios "
+            f":material/speed: Calibrated by **{label}** (device: {shown}). Scenarios "
             "on that device use its measured step times."
         )
     elif gpu in devices:
         st.sidebar.caption(
-            f":material/speed: Calibrated by **{state.label}** (device: {shown}): this "
+            f":material/speed: Calibrated by **{label}** (device: {shown}): this "
             f"scenario's {gpu} uses its measured step times."
         )
     else:
         st.sidebar.caption(
             f":material/warning: Latency: analytic roofline from catalog specs. Profile "
-            f"**{state.label}** (device: {shown}) does not apply to this scenario's GPU, "
+            f"**{label}** (device: {shown}) does not apply to this scenario's GPU, "
             f"{gpu}; only scenarios on {shown} are calibrated by it."
         )

@@ -53,7 +53,10 @@ def _refuse(exc: InputError) -> None:
     """One error per problem; the planning pages keep the acceptance they already had."""
     if isinstance(exc, InconsistentScrape):
         for problem in exc.problems:
-            st.error(f"Scrape refused: {exc.file}: {problem}", icon=":material/error:")
+            st.error(
+                f"Scrape refused: {widgets.plain(exc.file)}: {widgets.plain(problem)}",
+                icon=":material/error:",
+            )
     else:
         widgets.show_error(exc, "Cannot derive acceptance")
     kept = st.session_state.get(sim.MEASURED_KEY)

@@ -52,9 +52,9 @@ for up in uploads or []:
         st.session_state["plot_profile"] = f"uploaded: {up.name}"
     store[up.name] = data
     st.success(
-        f"{up.name}: {profile.device.name} ({profile.device.kind}), "
-        f"{len(profile.measurements)} measurements of "
-        f"{', '.join(m.id for m in profile.models)}.",
+        f"{widgets.plain(up.name)}: {widgets.plain(profile.device.name)} "
+        f"({widgets.plain(profile.device.kind)}), {len(profile.measurements)} measurements of "
+        f"{widgets.plain(', '.join(m.id for m in profile.models))}.",
         icon=":material/check:",
     )
 
@@ -71,7 +71,7 @@ for label, (name, data) in options.items():
     try:
         p = sim.parse_profile(data, name)
     except InputError as exc:
-        st.warning(f"{label} cannot be read: {exc}")
+        st.warning(f"{widgets.plain(label)} cannot be read: {widgets.plain(exc)}")
         continue
     parsed[label] = (p, f"{label}:{sim.digest(data)}")
     ok = p.measurements[p.measurements["status"] == "ok"]
@@ -131,7 +131,9 @@ if parsed:
     model_id = c[1].selectbox("Model", model_ids, key=f"plot_model:{label}")
     ok = profile.measurements_for(model_id)
     if not len(ok):
-        st.warning(f"{label} has no successful measurement of {model_id}.")
+        st.warning(
+            f"{widgets.plain(label)} has no successful measurement of {widgets.plain(model_id)}."
+        )
     else:
         contexts = sorted(int(v) for v in ok["context_len"].unique())
         context = c[2].selectbox("Context length", contexts, key=f"plot_context:{label}:{model_id}")

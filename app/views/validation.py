@@ -42,7 +42,7 @@ with published_tab:
     try:
         errors = sim.published_errors()
     except (InputError, OSError) as exc:
-        st.error(f"Published set unreadable: {exc}", icon=":material/error:")
+        st.error(f"Published set unreadable: {widgets.plain(exc)}", icon=":material/error:")
         errors = None
     if errors is not None:
         summary = summarise(errors)
@@ -150,7 +150,7 @@ with machine_tab:
             f" Without the profile's in-loop draft times (the draft priced as K isolated "
             f"steps) the median |error| would be {iso.median():.1%}."
         )
-    st.caption(f"Source: {source}. Error = predicted / measured - 1.{ablation}")
+    st.caption(f"Source: {widgets.plain(source)}. Error = predicted / measured - 1.{ablation}")
 
     st.plotly_chart(fv.predicted_vs_measured(view), key="validation_scatter")
     st.plotly_chart(fv.acceptance_by_position(view), key="validation_acceptance")

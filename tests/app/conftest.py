@@ -157,3 +157,10 @@ def default_positions() -> str:
     prior = pick_prior(load_acceptance_priors(), "chat", "eagle", default_models()["llama-3.3-70b"])
     assert prior.tau == 2.94 and prior.k == 3
     return prior.positions_text
+
+
+def shown(markdown: str) -> str:
+    """What a Markdown element shows: its text with backslash escapes removed."""
+    import re
+
+    return re.sub(r"\\(.)", r"\1", markdown)

@@ -12,6 +12,7 @@ import pytest
 from simulator import predict
 from simulator.calibration import Calibration
 from simulator.profile import MAX_PROFILE_BYTES, load_profile
+from tests.app.conftest import shown
 
 
 def _upload(at, files):
@@ -70,7 +71,7 @@ def test_malformed_uploads_show_the_loaders_message_and_the_rest_keeps_working(
             ("good.json", profile_json, "application/json"),
         ],
     )
-    errors = [e.value for e in at.error]
+    errors = [shown(e.value) for e in at.error]
     assert len(errors) == 4
     assert any("broken.json" in e and "not valid JSON" in e for e in errors)
     assert any("old.json" in e and "schema" in e for e in errors)
@@ -193,3 +194,20 @@ def test_a_profile_with_the_draft_in_the_loop_plots_it_against_the_isolated_step
     np.testing.assert_allclose(fig["data"][1]["y"], [iso, iso])
     caption = " ".join(c.value for c in at.caption)
     assert f"{2.0 / (3 * iso):.2f}" in caption
+
+
+def test_text_from_an_upload_shows_literally_and_makes_no_image(app):
+    from tests.app.conftest import sample_profile_doc
+
+    doc = sample_profile_doc()
+    doc["device"]["name"] = "![t](http://127.0.0.1:9/pixel.png) <img src=x>"
+    at = app("profiles")
+    _upload(
+        at, [("![x](http://127.0.0.1:9/f.png).json", json.dumps(doc).encode(), "application/json")]
+    )
+    message = next(s.value for s in at.success)
+    # The image syntax is escaped: Markdown shows the characters, the browser fetches nothing.
+    import re
+
+    assert not re.search(r"(?<!\\)[!\[\]<>]", message), message
+    assert shown(message).startswith("![x](http://127.0.0.1:9/f.png).json: ![t](http")
