@@ -678,17 +678,9 @@ def _status(
         ),
     ]
     rules = base_rules + [(spec_on & mask, msg) for mask, msg in spec_rules]
-    bits = np.zeros(len(sc), dtype=np.int64)
-    for i, (mask, _) in enumerate(rules):
-        bits |= np.asarray(mask, dtype=np.int64) << i
-    base_bits = (1 << len(base_rules)) - 1
-    codes_base = (bits & base_bits) != 0
-    codes_spec = codes_base | (bits != 0)
-    labels = [
-        "; ".join(msg for i, (_, msg) in enumerate(rules) if p >> i & 1) or "ok"
-        for p in range(2 ** len(rules))
-    ]
-    return _Status(codes_base, codes_spec, pd.Categorical.from_codes(bits, categories=labels))
+    bits, text = _spell(rules, len(sc), none="ok")
+    codes_base = (bits & ((1 << len(base_rules)) - 1)) != 0
+    return _Status(codes_base, codes_base | (bits != 0), text)
 
 
 def _warnings(spec_on, k, alpha, speedup, fits, usable_spec, capped):
@@ -715,12 +707,18 @@ def _warnings(spec_on, k, alpha, speedup, fits, usable_spec, capped):
             "speculation is slower than the baseline at this batch",
         ),
     ]
-    # Combine as a bit pattern, then spell each distinct pattern once.
+    return _spell(rules, n)[1]
+
+
+def _spell(rules, n: int, none: str = "") -> tuple[np.ndarray, pd.Categorical]:
+    """(mask, message) rules combined as a bit pattern per row, each pattern spelled once as
+    its messages joined by '; ' (`none` where no rule holds). The categories are every
+    pattern, so blocks of a large table concatenate as categoricals."""
     bits = np.zeros(n, dtype=np.int64)
     for i, (mask, _) in enumerate(rules):
         bits |= np.asarray(mask, dtype=np.int64) << i
     labels = [
-        "; ".join(msg for i, (_, msg) in enumerate(rules) if p >> i & 1)
+        "; ".join(msg for i, (_, msg) in enumerate(rules) if p >> i & 1) or none
         for p in range(2 ** len(rules))
     ]
-    return pd.Categorical.from_codes(bits, categories=labels)
+    return bits, pd.Categorical.from_codes(bits, categories=labels)

@@ -453,6 +453,7 @@ def run(
         )
         # Nothing prefills and every waiting request is blocked (seats, blocks or budget
         # free up only when a request finishes): the next steps repeat until an event.
+        rounds = 1
         if prefill_tokens == 0 and len(decoding) == len(idx):
             rounds = _quiet_rounds(
                 step_ms,
@@ -465,61 +466,37 @@ def run(
             remaining = o_len[decoding] - generated[decoding]
             # Every step emits at least one token: no request outlasts its remaining count.
             rounds = min(rounds, int(remaining.min()))
-            if rounds > 1:
-                emit = _draw(rng_accept, cond[decoding, :k], rounds, k)
-                done_by = np.cumsum(emit, axis=0) >= remaining[None, :]
-                if done_by.any():
-                    rounds = int(np.argmax(done_by.any(axis=1))) + 1
-                    emit = emit[:rounds]
-                total = np.minimum(emit.sum(axis=0), remaining)
-                emit[-1] -= emit.sum(axis=0) - total
-                first_gap = clock + step_ms - last_emit[decoding]
-                _record(itl_v, itl_w, tok_v, tok_w, first_gap, emit[0], step_ms, emit[1:])
-                clock += rounds * step_ms
-                area += (len(waiting) + len(running)) * rounds * step_ms
-                steps += rounds
-                queue_t.append(clock)
-                queue_n.append(len(waiting))
-                generated[decoding] += total
-                kv[decoding] += total
-                target[decoding] = kv[decoding]
-                last_emit[decoding] = clock
-                over = decoding[generated[decoding] >= o_len[decoding]]
-                if len(over):
-                    finish[over] = clock
-                    done += len(over)
-                    gone = set(over.tolist())
-                    running = [r for r in running if r not in gone]
-                    if load.concurrency is not None:
-                        for _ in range(len(over)):
-                            if next_closed < n:
-                                arrival[next_closed] = clock
-                                waiting.append(next_closed)
-                                next_closed += 1
-                        arrived = next_closed
-                continue
-        clock += step_ms
-        area += (len(waiting) + len(running)) * step_ms
-        steps += 1
+        if rounds > 1:
+            emit = _draw(rng_accept, cond[decoding, :k], rounds, k)
+            done_by = np.cumsum(emit, axis=0) >= remaining[None, :]
+            if done_by.any():
+                rounds = int(np.argmax(done_by.any(axis=1))) + 1
+                emit = emit[:rounds]
+            total = np.minimum(emit.sum(axis=0), remaining)
+            emit[-1] -= emit.sum(axis=0) - total
+            first_gap = clock + step_ms - last_emit[decoding]
+            _record(itl_v, itl_w, tok_v, tok_w, first_gap, emit[0], step_ms, emit[1:])
+        else:
+            kv[idx] += chunk[idx]
+            filled = idx[(chunk[idx] > 0) & (kv[idx] >= target[idx])]
+            fresh = filled[generated[filled] == 0]
+            first[fresh] = clock + step_ms
+            last_emit[fresh] = clock + step_ms
+            generated[fresh] = 1
+            total = _draw(rng_accept, cond[decoding, :k], 1, k)[0]
+            total = np.minimum(total, o_len[decoding] - generated[decoding])
+            if len(decoding):
+                gap = clock + step_ms - last_emit[decoding]
+                _record(itl_v, itl_w, tok_v, tok_w, gap, total, 0.0, None)
+        clock += rounds * step_ms
+        area += (len(waiting) + len(running)) * rounds * step_ms
+        steps += rounds
         queue_t.append(clock)
         queue_n.append(len(waiting))
-        kv[idx] += chunk[idx]
-        filled = idx[(chunk[idx] > 0) & (kv[idx] >= target[idx])]
-        fresh = filled[generated[filled] == 0]
-        first[fresh] = clock
-        last_emit[fresh] = clock
-        generated[fresh] = 1
-        if len(decoding):
-            emit = np.ones(len(decoding), np.int64)
-            if k:
-                ok = rng_accept.random((len(decoding), k)) < cond[decoding, :k]
-                emit += np.cumprod(ok, axis=1).sum(axis=1)
-            emit = np.minimum(emit, o_len[decoding] - generated[decoding])
-            _record(itl_v, itl_w, tok_v, tok_w, clock - last_emit[decoding], emit, 0.0, None)
-            generated[decoding] += emit
-            kv[decoding] += emit
-            target[decoding] = kv[decoding]
-            last_emit[decoding] = clock
+        generated[decoding] += total
+        kv[decoding] += total
+        target[decoding] = kv[decoding]
+        last_emit[decoding] = clock
         over = idx[generated[idx] >= o_len[idx]]
         if len(over):
             finish[over] = clock
