@@ -322,13 +322,24 @@ def cmd_serve(args) -> int:
                     gpus=gpus,
                     models=models,
                 )
+                out["status"] = "ok"
             except InputError as exc:
-                raise InputError(
-                    exc.bare_message,
-                    file=args.inp,
-                    row=int(i) + 1,
-                    field=exc.field or "scenario",
-                ) from None
+                if exc.field != "scenario":
+                    raise InputError(
+                        exc.bare_message, file=args.inp, row=int(i) + 1, field=exc.field
+                    ) from None
+                # Valid input whose setup cannot run: the reason, no numbers, as predict does.
+                out = pd.DataFrame(
+                    [
+                        {
+                            "arm": "spec" if "with speculation" in exc.bare_message else "baseline",
+                            "rate": load.rate,
+                            "concurrency": load.concurrency,
+                            "requests": load.requests,
+                            "status": exc.bare_message,
+                        }
+                    ]
+                )
             out.insert(0, "scenario", int(i) + 1)
             for col in ("gpu", "method", "target"):
                 out.insert(1, col, scenario.get(col, ""))

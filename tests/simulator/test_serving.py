@@ -236,3 +236,41 @@ def test_a_k_schedule_drafts_by_batch_size():
         run(on, quiet, *lengths).requests["tpot_ms"].median(),
         rtol=0.05,
     )
+
+
+def test_serve_cli_reports_a_setup_that_cannot_run_and_goes_on(tmp_path):
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    src = tmp_path / "in.csv"
+    src.write_text(
+        "target,gpu,method,k,mean_accepted_tokens,prompt_len,output_len\n"
+        "llama-3.1-405b,l4,none,,,256,64\n"
+        "llama-3.1-8b,h100-sxm,eagle3,3,2.8,256,64\n"
+    )
+    out = tmp_path / "serving.csv"
+    run_ = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "simulator",
+            "serve",
+            "--in",
+            str(src),
+            "--out",
+            str(out),
+            "--rate",
+            "2",
+            "--requests",
+            "50",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run_.returncode == 0, run_.stderr
+    table = pd.read_csv(out)
+    assert "cannot run" in table.loc[0, "status"] and np.isnan(table.loc[0, "tpot_p99_ms"])
+    assert (table.loc[1:, "status"] == "ok").all() and len(table) == 3
