@@ -253,43 +253,108 @@ def _beta_levels(rng, mean: float, spread: float, n: int) -> np.ndarray:
     return rng.beta(mean * common, (1 - mean) * common, n)
 
 
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0)
+MAX_DECODE_ROUNDS = 30_000_000
+"""Most decode rounds one run draws ahead (about 8 bytes each per K simulated)."""
 
 
-def _quiet_rounds(step_ms, clock, next_arrival, free_blocks, decoding, growth) -> int:
-    """Steps that can run unchanged: no arrival due and the KV cache cannot run out even if
-    every decoding request emits its most tokens each step (at most 256 at once)."""
-    by_arrival = 256 if next_arrival == np.inf else math.floor((next_arrival - clock) / step_ms)
-    by_kv = math.floor(free_blocks * BLOCK_SIZE / max(decoding * growth, 1))
-    return max(1, min(256, by_arrival, by_kv))
+class _Paths:
+    """Each request's tokens per decode round, drawn before the run starts.
 
+    A request's acceptance does not depend on what else is in the batch, so its whole
+    path can be drawn up front: one uniform u per round, and with K drafts the round emits
+    1 + #{j <= K : u < S_j}, S_j = c_1 ... c_j the chance that positions 1..j are all
+    accepted. That is exactly the draw of a Bernoulli per position up to the first
+    rejection, with one number instead of K, and it serves every K of a schedule at once.
 
-def _draw(rng, cond: np.ndarray, rounds: int, k: int) -> np.ndarray:
-    """Tokens each decoding request emits in each of `rounds` steps, shape (rounds, n):
-    1, plus with K drafts the run of accepted positions before the first rejection."""
-    emit = np.ones((rounds, len(cond)), np.int64)
-    if k:
-        ok = rng.random((rounds, len(cond), k)) < cond[None, :, :]
-        emit += np.cumprod(ok, axis=2).sum(axis=2)
-    return emit
+    Rounds of request i sit at flat[off_i : off_i + length_i]; `cum[k]` is the running
+    total of tokens over the flat rounds, so tokens in rounds [a, b) of request i are
+    cum[off_i + b] - cum[off_i + a]. K = 0 emits one token a round and stores nothing."""
 
+    def __init__(self, rng, survival: np.ndarray, o_len: np.ndarray, ks) -> None:
+        self.ks = tuple(sorted(set(int(k) for k in ks)))
+        self.cum: dict[int, np.ndarray] = {}
+        self.o_len = o_len
+        self._fresh: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        need = np.maximum(o_len - 1, 1)
+        positive = [k for k in self.ks if k > 0]
+        n = len(o_len)
+        self.off = np.zeros(n, np.int64)
+        if not positive:
+            return
+        kmin = min(self.ks)
+        if kmin == 0:
+            length = need.copy()
+        else:
+            tau = 1.0 + survival[:, :kmin].sum(axis=1)
+            length = np.ceil(need / tau * 1.3).astype(np.int64) + 8
+        u = self._uniforms(rng, length)
+        if kmin > 0:
+            # The few requests that the first draw leaves short get a path long enough
+            # even if every round emits one token.
+            reach = self._totals(u, survival, length, kmin)
+            short = reach < need
+            if short.any():
+                parts = np.split(u, np.cumsum(length)[:-1])
+                fresh = iter(
+                    np.split(self._uniforms(rng, need[short]), np.cumsum(need[short])[:-1])
+                )
+                u = np.concatenate(
+                    [next(fresh) if s else p for p, s in zip(parts, short, strict=True)]
+                )
+                length = np.where(short, need, length)
+        self.off[1:] = np.cumsum(length)[:-1]
+        owner = np.repeat(np.arange(n), length)
+        for k in positive:
+            emit = np.ones(len(u), np.int32)
+            for j in range(k):
+                emit += u < survival[owner, j]
+            cum = np.zeros(len(u) + 1, np.int64)
+            np.cumsum(emit, out=cum[1:])
+            self.cum[k] = cum
 
-def _record(itl_v, itl_w, tok_v, tok_w, gap, first_emit, step_ms, later) -> None:
-    """Add one step's chunks (gap ms since each request's last tokens, `first_emit` tokens
-    each) and, optionally, `later` steps of `step_ms` each, to the weighted ITL samples.
+    @staticmethod
+    def _uniforms(rng, length: np.ndarray) -> np.ndarray:
+        total = int(length.sum())
+        if total > MAX_DECODE_ROUNDS:
+            raise InputError(
+                f"needs {total:,} decode rounds drawn ahead, above the limit of "
+                f"{MAX_DECODE_ROUNDS:,}: simulate fewer requests or shorter outputs",
+                field="requests",
+            )
+        return rng.random(total, dtype=np.float32)
 
-    A step's own chunks go in as (gaps, tokens) pairs, weighted when the run ends; the
-    repeated steps as one value with its count."""
-    itl_v.append(gap)
-    itl_w.append(first_emit)
-    if later is not None and later.size:
-        counts = np.bincount(later.ravel())
-        sizes = np.flatnonzero(counts)
-        itl_v.append(np.array([step_ms]))
-        itl_w.append(np.array([float(later.size)]))
-        tok_v.append(step_ms / sizes)
-        tok_w.append((sizes * counts[sizes]).astype(float))
+    @staticmethod
+    def _totals(u, survival, length, k) -> np.ndarray:
+        owner = np.repeat(np.arange(len(length)), length)
+        emit = np.ones(len(u), np.int32)
+        for j in range(k):
+            emit += u < survival[owner, j]
+        return np.add.reduceat(emit, np.concatenate([[0], np.cumsum(length)[:-1]]))
+
+    def fresh(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """For every request at its first decode round at K = k: the cumulative total at
+        its path's start and the rounds it needs to reach its output length."""
+        if k not in self._fresh:
+            n = len(self.o_len)
+            ids = np.arange(n)
+            start = self.cum[k][self.off] if k else self.off
+            rounds = self.rounds_to(k, ids, np.zeros(n, np.int64), np.maximum(self.o_len - 1, 1))
+            self._fresh[k] = (start, rounds)
+        return self._fresh[k]
+
+    def tokens(self, k: int, req, start, stop):
+        """Tokens request(s) `req` emit over their rounds [start, stop) at K = k."""
+        if k == 0:
+            return stop - start
+        cum, off = self.cum[k], self.off[req]
+        return cum[off + stop] - cum[off + start]
+
+    def rounds_to(self, k: int, req, start, tokens):
+        """Rounds from `start` until request(s) `req` have emitted `tokens` more (>= 1)."""
+        if k == 0:
+            return tokens
+        cum, off = self.cum[k], self.off[req]
+        return np.searchsorted(cum, cum[off + start] + tokens, side="left") - off - start
 
 
 def weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
@@ -346,12 +411,19 @@ def run(
     request's share of accepted drafts at position 1, e.g. from vLLM's per-request
     acceptance histogram): requests draw their level from it, with replacement, instead of
     from the Beta of `acceptance_spread`; its mean replaces the scenario's position-1 rate.
+
+    The loop visits events, not steps: while nothing arrives, prefills or finishes, every
+    decoding request advances one round per step along its drawn path (`_Paths`), so a run
+    of such steps is one visit. Each request's decode rounds are kept as segments (from
+    the step it started or resumed decoding to the step it stopped), from which the
+    inter-token latencies are rebuilt at the end.
     """
     seeds = np.random.SeedSequence(load.seed).spawn(3)
     rng_arrival, rng_lengths, rng_accept = (np.random.default_rng(s) for s in seeds)
     schedule = model if isinstance(model, Schedule) else None
-    deepest = max(schedule.models.values(), key=lambda m: m.k) if schedule else model
-    n, k = load.requests, deepest.k
+    by_k = schedule.models if schedule else {model.k: model}
+    deepest = max(by_k.values(), key=lambda m: m.k)
+    n, kmax = load.requests, deepest.k
     p_len = prompt.sample(rng_lengths, n)
     o_len = output.sample(rng_lengths, n)
     if load.rate is not None:
@@ -360,8 +432,8 @@ def run(
         arrival = np.full(n, np.inf)
         arrival[: min(load.concurrency, n)] = 0.0
     levels = np.zeros(n)
-    cond = np.zeros((n, k))
-    if k:
+    cond = np.zeros((n, kmax))
+    if kmax:
         p1 = float(deepest.conditional[0])
         if acceptance_levels is not None:
             sample = np.asarray(acceptance_levels, dtype=float)
@@ -374,36 +446,94 @@ def run(
         scale = levels / p1 if p1 > 0 else np.zeros(n)
         cond = np.clip(deepest.conditional[None, :] * scale[:, None], 0.0, 1.0)
         cond[:, 0] = levels
+    paths = _Paths(rng_accept, np.cumprod(cond, axis=1), o_len, by_k)
 
-    kv = np.zeros(n, np.int64)  # tokens in the KV cache
+    filled = np.zeros(n, np.int64)  # prompt tokens (recomputed ones after a preemption) in KV
     target = p_len.copy()  # tokens to prefill before the request decodes
-    generated = np.zeros(n, np.int64)
+    generated = np.zeros(n, np.int64)  # as of the start of the current decode segment
+    done_rounds = np.zeros(n, np.int64)  # decode rounds, as of the same
+    kv_off = np.zeros(n, np.int64)  # KV tokens minus generated tokens while decoding
+    seg_step = np.zeros(n, np.int64)  # engine step the current segment starts at
+    seg_prev = np.full(n, np.nan)  # the emission before the segment's first round
+    seg_k = np.zeros(n, np.int64)
+    flat_at = np.zeros(n, np.int64)  # flat round index - step, while decoding
+    kv_at = np.zeros(n, np.int64)  # KV tokens - cum[flat round], while decoding
+    finish_step = np.zeros(n, np.int64)
     first = np.full(n, np.nan)
     finish = np.full(n, np.nan)
     last_emit = np.full(n, np.nan)
     chunk = np.zeros(n, np.int64)
-    itl_v: list[np.ndarray] = []
-    itl_w: list[np.ndarray] = []
-    tok_v: list[np.ndarray] = []
-    tok_w: list[np.ndarray] = []
+    closed: list[tuple[np.ndarray, ...]] = []
+    log: list[tuple[int, int, float, float]] = []  # (first step, steps, clock, step ms)
     queue_t: list[float] = []
     queue_n: list[int] = []
     waiting: deque[int] = deque()
     running: list[int] = []
-    clock, done, arrived, preemptions, steps = 0.0, 0, 0, 0, 0
+    prefilling: list[int] = []
+    decoding: list[int] = []
+    dec = np.zeros(0, np.int64)
+    dec_flat = dec_kv = dec_finish = dec
+    dec_first = 0
+    changed = False
+    step, clock, done, arrived, preemptions = 0, 0.0, 0, 0, 0
     area = 0.0  # requests in the engine x ms, for the time-average (Little's law)
     next_closed = min(load.concurrency or 0, n)
-    per_decode = 1 + k
+    model = by_k[kmax] if schedule is None else model
+    k = model.k if schedule is None else -1
 
-    def blocks_needed(idx: np.ndarray) -> float:
-        decoding = kv[idx] >= target[idx]
-        tokens = kv[idx] + chunk[idx] + np.where(decoding, per_decode + model.lookahead - 1, 0)
-        return float(np.ceil(tokens / BLOCK_SIZE).sum())
+    def open_segments(ids: np.ndarray) -> None:
+        seg_step[ids] = step
+        seg_prev[ids] = last_emit[ids]
+        seg_k[ids] = k
+        start = paths.off[ids] + done_rounds[ids]
+        cum = paths.cum.get(k)
+        base = cum[start] if k else start
+        flat_at[ids] = start - step
+        kv_at[ids] = generated[ids] + kv_off[ids] - base
+        finish_step[ids] = step + paths.rounds_to(
+            k, ids, done_rounds[ids], o_len[ids] - generated[ids]
+        )
+
+    def close_segments(ids: np.ndarray) -> None:
+        rounds = step - seg_step[ids]
+        ran = rounds > 0
+        ids, rounds = ids[ran], rounds[ran]
+        if not len(ids):
+            return
+        closed.append(
+            (
+                ids,
+                seg_step[ids],
+                done_rounds[ids],
+                rounds,
+                generated[ids],
+                seg_prev[ids],
+                seg_k[ids],
+            )
+        )
+        got = paths.tokens(k, ids, done_rounds[ids], done_rounds[ids] + rounds)
+        generated[ids] = np.minimum(generated[ids] + got, o_len[ids])
+        done_rounds[ids] += rounds
+        last_emit[ids] = clock
 
     while done < n:
+        if changed:
+            dec, dec_flat, dec_kv, dec_finish, dec_first = _view(
+                decoding, flat_at, kv_at, finish_step
+            )
+            changed = False
         if schedule is not None:
-            model = schedule.pick(len(running) + (1 if waiting else 0))
-            k, per_decode = model.k, 1 + model.k
+            picked = schedule.pick(len(running) + (1 if waiting else 0))
+            if picked.k != k:
+                if len(dec):
+                    close_segments(dec)
+                    model, k = picked, picked.k
+                    open_segments(dec)
+                    dec, dec_flat, dec_kv, dec_finish, dec_first = _view(
+                        decoding, flat_at, kv_at, finish_step
+                    )
+                model, k = picked, picked.k
+        per_decode = 1 + k
         while arrived < n and arrival[arrived] <= clock:
             waiting.append(arrived)
             arrived += 1
@@ -412,112 +542,143 @@ def run(
                 break
             clock = float(arrival[arrived])
             continue
-        idx = np.array(running, dtype=np.int64)
-        chunk[idx] = 0
-        left = max_num_batched_tokens - np.count_nonzero(kv[idx] >= target[idx]) * per_decode
-        for r in idx[kv[idx] < target[idx]]:
-            chunk[r] = max(0, min(int(target[r] - kv[r]), left))
+        left = max_num_batched_tokens - len(dec) * per_decode
+        used = 0
+        for r in prefilling:
+            chunk[r] = max(0, min(int(target[r] - filled[r]), left))
             left -= chunk[r]
-        used = blocks_needed(idx)
+            used += -(-(filled[r] + chunk[r]) // BLOCK_SIZE)
+        if len(dec):
+            at = dec_flat + step
+            kv_now = (paths.cum[k][at] if k else at) + dec_kv
+            used += int(
+                ((kv_now + (per_decode + model.lookahead - 1 + BLOCK_SIZE - 1)) // BLOCK_SIZE).sum()
+            )
         while running and used > model.kv_blocks:
             victim = running.pop()
             preemptions += 1
-            left += chunk[victim]
+            if victim in prefilling:
+                prefilling.remove(victim)
+                left += chunk[victim]
+                used -= -(-(filled[victim] + chunk[victim]) // BLOCK_SIZE)
+            else:
+                where = decoding.index(victim)
+                used -= int(-(-(kv_now[where] + per_decode + model.lookahead - 1) // BLOCK_SIZE))
+                close_segments(np.array([victim]))
+                decoding.pop(where)
+                kv_now = np.delete(kv_now, where)
+                changed = True
             chunk[victim] = 0
             target[victim] = p_len[victim] + generated[victim]
-            kv[victim] = 0
+            filled[victim] = 0
             waiting.appendleft(victim)
-            used = blocks_needed(np.array(running, dtype=np.int64))
         while waiting and len(running) < max_num_seqs and left > 0:
             r = waiting[0]
-            take = min(int(target[r] - kv[r]), left)
-            extra = np.ceil((kv[r] + take) / BLOCK_SIZE)
+            take = min(int(target[r]), left)
+            extra = -(-take // BLOCK_SIZE)
             if used + extra > model.kv_blocks:
                 break
             waiting.popleft()
             running.append(r)
+            prefilling.append(r)
             chunk[r] = take
             left -= take
             used += extra
-        idx = np.array(running, dtype=np.int64)
-        if not len(idx):
+        if changed:
+            dec, dec_flat, dec_kv, dec_finish, dec_first = _view(
+                decoding, flat_at, kv_at, finish_step
+            )
+            changed = False
+        if not running:
             if arrived < n and np.isfinite(arrival[arrived]):
                 clock = max(clock, float(arrival[arrived]))
                 continue
             break
-        decoding = idx[(kv[idx] >= target[idx]) & (chunk[idx] == 0)]
-        prefill_tokens = int(chunk[idx].sum())
+        prefill_tokens = int(sum(chunk[r] for r in prefilling))
         step_ms = float(
-            model.decode_ms[min(len(decoding), len(model.decode_ms) - 1)]
+            model.decode_ms[min(len(dec), len(model.decode_ms) - 1)]
             + model.prefill_ms_per_token * prefill_tokens
         )
-        # Nothing prefills and every waiting request is blocked (seats, blocks or budget
-        # free up only when a request finishes): the next steps repeat until an event.
         rounds = 1
-        if prefill_tokens == 0 and len(decoding) == len(idx):
-            rounds = _quiet_rounds(
-                step_ms,
-                clock,
-                arrival[arrived] if arrived < n else np.inf,
-                model.kv_blocks - used,
-                len(decoding),
-                per_decode + model.lookahead,
-            )
-            remaining = o_len[decoding] - generated[decoding]
-            # Every step emits at least one token: no request outlasts its remaining count.
-            rounds = min(rounds, int(remaining.min()))
-        if rounds > 1:
-            emit = _draw(rng_accept, cond[decoding, :k], rounds, k)
-            done_by = np.cumsum(emit, axis=0) >= remaining[None, :]
-            if done_by.any():
-                rounds = int(np.argmax(done_by.any(axis=1))) + 1
-                emit = emit[:rounds]
-            total = np.minimum(emit.sum(axis=0), remaining)
-            emit[-1] -= emit.sum(axis=0) - total
-            first_gap = clock + step_ms - last_emit[decoding]
-            _record(itl_v, itl_w, tok_v, tok_w, first_gap, emit[0], step_ms, emit[1:])
-        else:
-            kv[idx] += chunk[idx]
-            filled = idx[(chunk[idx] > 0) & (kv[idx] >= target[idx])]
-            fresh = filled[generated[filled] == 0]
-            first[fresh] = clock + step_ms
-            last_emit[fresh] = clock + step_ms
-            generated[fresh] = 1
-            total = _draw(rng_accept, cond[decoding, :k], 1, k)[0]
-            total = np.minimum(total, o_len[decoding] - generated[decoding])
-            if len(decoding):
-                gap = clock + step_ms - last_emit[decoding]
-                _record(itl_v, itl_w, tok_v, tok_w, gap, total, 0.0, None)
-        clock += rounds * step_ms
+        if not prefilling:
+            # Nothing prefills and every waiting request is blocked (seats, blocks or budget
+            # free up only when a request finishes): steps repeat until the next arrival,
+            # the first finish, or the point where the KV cache could run out.
+            rounds = dec_first - step
+            if arrived < n and np.isfinite(arrival[arrived]):
+                rounds = min(rounds, math.floor((arrival[arrived] - clock) / step_ms))
+            growth = len(dec) * (per_decode + model.lookahead)
+            rounds = max(1, min(rounds, (model.kv_blocks - used) * BLOCK_SIZE // growth))
+        log.append((step, rounds, clock, step_ms))
         area += (len(waiting) + len(running)) * rounds * step_ms
-        steps += rounds
+        clock += rounds * step_ms
+        step += rounds
         queue_t.append(clock)
         queue_n.append(len(waiting))
-        generated[decoding] += total
-        kv[decoding] += total
-        target[decoding] = kv[decoding]
-        last_emit[decoding] = clock
-        over = idx[generated[idx] >= o_len[idx]]
-        if len(over):
-            finish[over] = clock
-            done += len(over)
+        ended: list[int] = []
+        if prefilling:
+            fresh, resumed = [], []
+            for r in list(prefilling):
+                if chunk[r] == 0:
+                    continue
+                filled[r] += chunk[r]
+                if filled[r] < target[r]:
+                    continue
+                prefilling.remove(r)
+                if generated[r] == 0:
+                    first[r] = last_emit[r] = clock
+                    generated[r] = 1
+                    (ended if o_len[r] <= 1 else fresh).append(r)
+                else:
+                    kv_off[r] = filled[r] - generated[r]
+                    resumed.append(r)
+            if fresh:
+                base, need = paths.fresh(k)
+                for r in fresh:
+                    kv_off[r] = p_len[r] - 1
+                    seg_step[r], seg_prev[r], seg_k[r] = step, clock, k
+                    flat_at[r] = paths.off[r] - step
+                    kv_at[r] = p_len[r] - base[r]
+                    finish_step[r] = step + need[r]
+            if resumed:
+                open_segments(np.array(resumed, dtype=np.int64))
+            if fresh or resumed:
+                decoding.extend(fresh)
+                decoding.extend(resumed)
+                changed = True
+        if len(dec) and dec_first <= step:
+            # A finished request's last segment stays in the per-request arrays.
+            over = dec[dec_finish <= step]
             gone = set(over.tolist())
+            decoding = [r for r in decoding if r not in gone]
+            ended.extend(gone)
+            changed = True
+        if ended:
+            finish[ended] = clock
+            done += len(ended)
+            gone = set(ended)
             running = [r for r in running if r not in gone]
             if load.concurrency is not None:
-                for _ in range(len(over)):
+                for _ in range(len(ended)):
                     if next_closed < n:
                         arrival[next_closed] = clock
                         waiting.append(next_closed)
                         next_closed += 1
                 arrived = next_closed
 
-    gaps = [g for g, w in zip(itl_v, itl_w, strict=True) if w.dtype.kind == "i"]
-    emits = [w for w in itl_w if w.dtype.kind == "i"]
-    bulk_v = [v for v, w in zip(itl_v, itl_w, strict=True) if w.dtype.kind != "i"]
-    bulk_w = [w for w in itl_w if w.dtype.kind != "i"]
-    gap, emit = _cat(gaps), np.maximum(_cat(emits), 1)
-    itl_chunk = (np.concatenate([gap, *bulk_v]), np.concatenate([np.ones(len(gap)), *bulk_w]))
-    itl_token = (np.concatenate([gap / emit, *tok_v]), np.concatenate([emit.astype(float), *tok_w]))
+    last = np.flatnonzero(o_len > 1)
+    closed.append(
+        (
+            last,
+            seg_step[last],
+            done_rounds[last],
+            finish_step[last] - seg_step[last],
+            generated[last],
+            seg_prev[last],
+            seg_k[last],
+        )
+    )
+    itl_chunk, itl_token = _itl(paths, log, closed, o_len)
     table = pd.DataFrame(
         {
             "arrival_ms": arrival,
@@ -535,9 +696,80 @@ def run(
         itl_chunk_ms=itl_chunk,
         itl_token_ms=itl_token,
         preemptions=preemptions,
-        steps=steps,
+        steps=step,
         extra={"time_average_in_system": area / clock if clock > 0 else 0.0},
     )
+
+
+def _itl(paths: _Paths, log, segments, o_len):
+    """Inter-token latencies per chunk and per token, as weighted samples, rebuilt from the
+    decode segments. A segment's first chunk runs from the request's previous emission to
+    the end of its first step; every later chunk lasts one step, so those are counted per
+    run of equal steps (`log`) rather than listed one by one."""
+    empty = (np.zeros(0), np.zeros(0))
+    if not log:
+        return empty, empty
+    first_step, steps, clock, step_ms = (np.array(c) for c in zip(*log, strict=True))
+    steps = steps.astype(np.int64)
+    total = int(steps.sum())
+    entry = np.repeat(np.arange(len(steps)), steps)
+    ends = np.repeat(clock, steps) + (np.arange(total) - first_step[entry] + 1) * step_ms[entry]
+    req, start, done, rounds, before, prev, ks = (
+        np.concatenate(c) for c in zip(*segments, strict=True)
+    )
+    o = o_len[req]
+    head = ends[start] - prev
+    head_tokens = np.ones(len(req), np.int64)
+    for k in np.unique(ks[ks > 0]):
+        m = ks == k
+        got = paths.tokens(int(k), req[m], done[m], done[m] + 1)
+        head_tokens[m] = np.minimum(before[m] + got, o[m]) - before[m]
+    # Later rounds of one-token segments: a count per step, summed per run of steps.
+    single = ks == 0
+    diff = np.bincount(start[single] + 1, minlength=total + 1)[: total + 1]
+    diff -= np.bincount(start[single] + rounds[single], minlength=total + 1)[: total + 1]
+    per_entry = np.add.reduceat(np.cumsum(diff)[:total], first_step).astype(float)
+    chunk_v, chunk_w = [head, step_ms], [np.ones(len(head)), per_entry]
+    token_v, token_w = [head / head_tokens, step_ms], [head_tokens.astype(float), per_entry]
+    many = np.flatnonzero(~single & (rounds > 1))
+    if len(many):
+        later = rounds[many] - 1
+        seg = np.repeat(many, later)
+        j = np.arange(int(later.sum())) - np.repeat(np.cumsum(later) - later, later) + 1
+        at = start[seg] + j
+        tokens = np.empty(len(seg), np.int64)
+        for k in np.unique(ks[many]):
+            m = ks[seg] == k
+            r, d, b, jm = req[seg][m], done[seg][m], before[seg][m], j[m]
+            upto = paths.tokens(int(k), r, d, d + jm + 1)
+            prior = paths.tokens(int(k), r, d, d + jm)
+            tokens[m] = np.minimum(b + upto, o_len[r]) - np.minimum(b + prior, o_len[r])
+        width = int(tokens.max()) + 1
+        counts = np.bincount(entry[at] * width + tokens, minlength=len(steps) * width)
+        counts = counts.reshape(len(steps), width)
+        chunk_v.append(step_ms)
+        chunk_w.append(counts.sum(axis=1).astype(float))
+        e, size = np.nonzero(counts)
+        token_v.append(step_ms[e] / size)
+        token_w.append((counts[e, size] * size).astype(float))
+    keep = [w > 0 for w in chunk_w]
+    chunk = (
+        np.concatenate([v[m] for v, m in zip(chunk_v, keep, strict=True)]),
+        np.concatenate([w[m] for w, m in zip(chunk_w, keep, strict=True)]),
+    )
+    keep = [w > 0 for w in token_w]
+    token = (
+        np.concatenate([v[m] for v, m in zip(token_v, keep, strict=True)]),
+        np.concatenate([w[m] for w, m in zip(token_w, keep, strict=True)]),
+    )
+    return chunk, token
+
+
+def _view(decoding: list[int], flat_at, kv_at, finish_step):
+    """The decoding requests as an array, with their path offsets and finish steps."""
+    dec = np.array(decoding, dtype=np.int64)
+    finish = finish_step[dec]
+    return dec, flat_at[dec], kv_at[dec], finish, int(finish.min()) if len(dec) else 0
 
 
 PERCENTILES = (50, 90, 99)

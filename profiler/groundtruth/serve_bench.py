@@ -1092,6 +1092,62 @@ def serve_bench(
     return summary
 
 
+def repredict(out_dir: Path = VALIDATION_DIR, device_label: str = "cpu", log=print) -> dict:
+    """The simulation half again, from the committed measurement: each row's measured
+    acceptance and spread, the committed profile and the run's settings. The measured
+    columns are left as they are; predictions, errors and the summary's medians are
+    rewritten. For when the simulator changes and the machine's minutes need not be spent
+    again."""
+    stem = Path(out_dir) / f"{device_label}_serving"
+    table = pd.read_csv(f"{stem}.csv", keep_default_na=False, na_values=[""])
+    summary = json.loads(Path(f"{stem}_summary.json").read_text("utf-8"))
+    settings = BenchSettings(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in summary["settings"].items()}
+    )
+    cal = Calibration.from_profiles([load_profile(Path(out_dir) / summary["profile"])])
+    temps = {_mode(t): t for t in settings.temperatures}
+    for i, r in table.iterrows():
+        positions = np.array([float(x) for x in str(r["acceptance_per_position"]).split(";")])
+        pred, _ = simulate_row(
+            settings,
+            cal,
+            float(r["rate"]),
+            temps[r["mode"]],
+            r["arm"],
+            positions,
+            float(r["acceptance_spread"]),
+            int(r["rounds"]),
+        )
+        for m in METRICS + EXTRA_METRICS:
+            table.loc[i, f"predicted_{m}"] = pred[m if m in pred else m.replace("_ms", "")]
+        for m in METRICS:
+            measured = table.loc[i, f"measured_{m}"]
+            table.loc[i, f"error_{m}"] = (
+                table.loc[i, f"predicted_{m}"] / measured - 1.0 if measured else np.nan
+            )
+        table.loc[i, "predicted_mean_in_system"] = pred["mean_in_system"]
+        table.loc[i, "predicted_steps"] = pred["steps"]
+    table.to_csv(f"{stem}.csv", index=False, float_format="%.6g")
+    table = pd.read_csv(f"{stem}.csv")
+    errors = median_errors(table)
+    summary["median_abs_error"] = {m: round(v, 4) for m, v in errors.items()}
+    summary["median_abs_error_by_arm"] = {
+        arm: {m: round(float(g[f"error_{m}"].abs().median()), 4) for m in METRICS}
+        for arm, g in table.groupby("arm")
+    }
+    summary["median_error_signed"] = {
+        m: round(float(table[f"error_{m}"].median()), 4) for m in METRICS
+    }
+    summary["repredicted"] = "python -m profiler serve-bench --repredict"
+    Path(f"{stem}_summary.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
+    log(format_table(table))
+    log(
+        "median |error| over loads, modes and arms (re-predicted): "
+        + ", ".join(f"{m.replace('_ms', '')} {v:.1%}" for m, v in errors.items())
+    )
+    return summary
+
+
 def format_table(table: pd.DataFrame) -> str:
     """The comparison as text: predicted / measured per metric, one line per row."""
     lines = []
@@ -1110,6 +1166,11 @@ def format_table(table: pd.DataFrame) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = BenchSettings()
     parser.add_argument("--quick", action="store_true", help="a reduced run for tests")
+    parser.add_argument(
+        "--repredict",
+        action="store_true",
+        help="only re-run the simulation against the committed measurement in --out-dir",
+    )
     parser.add_argument("--out-dir", type=Path, default=VALIDATION_DIR)
     parser.add_argument("--models-dir", type=Path, default=MODELS_DIR)
     parser.add_argument("--profile", type=Path, help="use this profile instead of profiling")
@@ -1186,6 +1247,13 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
+    if args.repredict:
+        from profiler.cli import UsageError
+
+        if not (Path(args.out_dir) / "cpu_serving.csv").is_file():
+            raise UsageError(f"--repredict: no cpu_serving.csv in {args.out_dir}")
+        repredict(args.out_dir)
+        return 0
     settings = settings_from_args(args)
     serve_bench(settings, args.out_dir, models_dir=args.models_dir, profile=args.profile)
     return 0

@@ -8,6 +8,7 @@ greedy output, it serves the very requests `simulator.serving` simulates, and th
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -279,3 +280,24 @@ def test_serve_bench_flags_are_checked_before_work(argv, flag, words, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert flag in err and words in err
+
+
+def test_repredict_rewrites_only_the_simulated_half(tmp_path):
+    """`serve-bench --repredict` re-runs the simulation against the committed measurement:
+    measured columns stay byte for byte, predictions are recomputed (a stale one is
+    replaced) and the summary's medians follow the rewritten errors."""
+    for name in ("cpu_serving.csv", "cpu_serving_summary.json", "cpu_serving_profile.json"):
+        shutil.copy(VALIDATION_DIR / name, tmp_path / name)
+    before = pd.read_csv(tmp_path / "cpu_serving.csv")
+    stale = before.copy()
+    stale.loc[0, "predicted_tpot_p50_ms"] = 999.0
+    stale.to_csv(tmp_path / "cpu_serving.csv", index=False)
+    summary = sb.repredict(tmp_path, log=lambda *_: None)
+    after = pd.read_csv(tmp_path / "cpu_serving.csv")
+    measured = [c for c in before.columns if c.startswith("measured_")]
+    pd.testing.assert_frame_equal(after[measured], before[measured])
+    assert after.loc[0, "predicted_tpot_p50_ms"] == pytest.approx(
+        before.loc[0, "predicted_tpot_p50_ms"], rel=1e-3
+    )
+    for m, value in summary["median_abs_error"].items():
+        assert value == pytest.approx(after[f"error_{m}"].abs().median(), abs=1e-4)

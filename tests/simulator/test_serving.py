@@ -274,3 +274,78 @@ def test_serve_cli_reports_a_setup_that_cannot_run_and_goes_on(tmp_path):
     table = pd.read_csv(out)
     assert "cannot run" in table.loc[0, "status"] and np.isnan(table.loc[0, "tpot_p99_ms"])
     assert (table.loc[1:, "status"] == "ok").all() and len(table) == 3
+
+
+def test_drawn_paths_emit_as_a_bernoulli_per_position_up_to_the_first_rejection():
+    """One uniform per round against the survival S_j = c_1...c_j gives P(emit >= 1 + j)
+    = S_j, the law of drafting position by position; every path reaches its output."""
+    from simulator.serving import _Paths
+
+    cond = np.array([[0.8, 0.7, 0.5], [0.99, 0.99, 0.99], [0.0, 0.0, 0.0]])
+    survival = np.cumprod(cond, axis=1)
+    o_len = np.array([200_000, 400, 50])
+    paths = _Paths(np.random.default_rng(3), survival, o_len, (3, 1))
+    rounds = 100_000
+    emit = np.diff(paths.cum[3][paths.off[0] : paths.off[0] + rounds + 1])
+    for j in range(3):
+        assert (emit >= 2 + j).mean() == pytest.approx(survival[0, j], abs=0.005)
+    # K = 1 reads the same uniforms against S_1 only.
+    emit1 = np.diff(paths.cum[1][paths.off[0] : paths.off[0] + rounds + 1])
+    assert set(np.unique(emit1)) <= {1, 2}
+    assert ((emit1 == 2) == (emit >= 2)).all()
+    ids = np.arange(3)
+    need = paths.rounds_to(3, ids, np.zeros(3, np.int64), o_len - 1)
+    assert (paths.tokens(3, ids, np.zeros(3, np.int64), need) >= o_len - 1).all()
+    assert need[2] == o_len[2] - 1
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["rate", "preemption", "schedule"],
+)
+def test_every_decoded_token_is_in_the_itl_samples_once(case):
+    """The ITL samples are rebuilt from the decode segments at the end: per token they
+    weigh exactly the tokens decoded after the first (preempted, rescheduled or not), and
+    per chunk no chunk carries more than 1 + K tokens."""
+    from simulator.serving import schedule_model
+
+    if case == "preemption":
+        model = step_model(
+            {
+                **EAGLE3,
+                "prompt_len": 2048,
+                "output_len": 1024,
+                "gpu": "l4",
+                "target": "llama-3.2-3b",
+            },
+            speculative=True,
+        )
+        load, prompt, output = Load(requests=120, concurrency=120), Lengths(2048), Lengths(1024)
+    elif case == "schedule":
+        sized = dict(target="llama-3.1-8b", gpu="h100-sxm", method="eagle3", k=3)
+        model = schedule_model(
+            {**sized, "acceptance_rate": 0.7, "prompt_len": 256, "output_len": 256},
+            [(1, 4, 3), (5, 10, 1), (11, 512, 0)],
+        )
+        load, prompt, output = (
+            Load(300, rate=40, seed=2),
+            Lengths(256),
+            Lengths(256, "lognormal", 0.6),
+        )
+    else:
+        model = step_model({**EAGLE3, "prompt_len": 256, "output_len": 256}, speculative=True)
+        load, prompt, output = (
+            Load(500, rate=20, seed=4),
+            Lengths(256),
+            Lengths(256, "lognormal", 0.8),
+        )
+    result = run(model, load, prompt, output, acceptance_spread=0.15)
+    if case == "preemption":
+        assert result.preemptions > 0
+    decoded = int((result.requests["output_len"] - 1).sum())
+    values, weights = result.itl_token_ms
+    assert weights.sum() == decoded
+    assert np.isfinite(values).all() and (values > 0).all()
+    chunk_v, chunk_w = result.itl_chunk_ms
+    assert decoded / 4 <= chunk_w.sum() <= decoded
+    assert (chunk_v > 0).all()
