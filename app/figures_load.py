@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.figures import BAD, BASELINE_COLOR, SPEC_COLOR, layout
+from app.figures import BAD, BASELINE_COLOR, SPEC_COLOR, frame, hline, hline_label, vline
 
 ARM_COLORS = {"baseline": BASELINE_COLOR, "spec": SPEC_COLOR}
 
@@ -35,52 +35,61 @@ def latency_vs_load(
 ) -> go.Figure:
     """P50 (dotted) and P99 (solid) of `metric` ('tpot' or 'ttft') per arm, the SLO line."""
     x, x_title = load_axis(table)
-    fig = go.Figure()
+    traces = []
     for arm, rows in table.groupby("arm", sort=False):
         rows = rows.sort_values(x)
         for q, dash in (("p50", "dot"), ("p99", "solid")):
-            fig.add_trace(
-                go.Scatter(
-                    x=rows[x].to_numpy(),
-                    y=rows[f"{metric}_{q}_ms"].to_numpy(),
-                    name=f"{arm} {q.upper()}",
-                    mode="lines+markers",
-                    line={"color": ARM_COLORS.get(str(arm)), "dash": dash},
-                    hovertemplate=f"{arm} {q.upper()}: %{{y:.1f}} ms<extra></extra>",
-                )
+            traces.append(
+                {
+                    "type": "scatter",
+                    "x": rows[x].to_numpy(),
+                    "y": rows[f"{metric}_{q}_ms"].to_numpy(),
+                    "name": f"{arm} {q.upper()}",
+                    "mode": "lines+markers",
+                    "line": {"color": ARM_COLORS.get(str(arm)), "dash": dash},
+                    "hovertemplate": f"{arm} {q.upper()}: %{{y:.1f}} ms<extra></extra>",
+                }
             )
+    shapes, notes = [], []
     if slo_ms is not None:
-        fig.add_hline(y=slo_ms, line_dash="dash", line_color=BAD, annotation_text="SLO")
+        shapes.append(hline(slo_ms, color=BAD, dash="dash"))
+        notes.append(hline_label(slo_ms, "SLO"))
     cross = tail_crossover(table, f"{metric}_p99_ms")
     if cross is not None:
-        fig.add_vline(x=cross, line_color=BAD, line_width=1)
-    return layout(fig, title, x_title, "ms")
+        shapes.append(vline(cross, color=BAD, width=1))
+    return go.Figure(
+        data=traces, layout=frame(title, x_title, "ms", shapes=shapes, annotations=notes)
+    )
 
 
 def goodput_vs_load(table: pd.DataFrame) -> go.Figure:
     """Goodput (requests/s meeting both SLOs) per arm, with the offered load for scale."""
     x, x_title = load_axis(table)
-    fig = go.Figure()
+    traces = []
     for arm, rows in table.groupby("arm", sort=False):
         rows = rows.sort_values(x)
-        fig.add_trace(
-            go.Scatter(
-                x=rows[x].to_numpy(),
-                y=rows["goodput_rps"].to_numpy(),
-                name=str(arm),
-                mode="lines+markers",
-                line={"color": ARM_COLORS.get(str(arm))},
-            )
+        traces.append(
+            {
+                "type": "scatter",
+                "x": rows[x].to_numpy(),
+                "y": rows["goodput_rps"].to_numpy(),
+                "name": str(arm),
+                "mode": "lines+markers",
+                "line": {"color": ARM_COLORS.get(str(arm))},
+            }
         )
     if x == "rate":
         loads = np.sort(table["rate"].unique())
-        fig.add_trace(
-            go.Scatter(
-                x=loads,
-                y=loads,
-                name="offered",
-                mode="lines",
-                line={"color": "#d0d7de", "dash": "dash"},
-            )
+        traces.append(
+            {
+                "type": "scatter",
+                "x": loads,
+                "y": loads,
+                "name": "offered",
+                "mode": "lines",
+                "line": {"color": "#d0d7de", "dash": "dash"},
+            }
         )
-    return layout(fig, "Goodput at the SLO", x_title, "requests/s meeting both SLOs")
+    return go.Figure(
+        data=traces, layout=frame("Goodput at the SLO", x_title, "requests/s meeting both SLOs")
+    )

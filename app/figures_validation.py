@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.figures import layout
+from app.figures import frame
 from simulator.errors import InputError
 
 ERROR_BAND = 0.10
@@ -84,64 +84,69 @@ def predicted_vs_measured(df: pd.DataFrame, band: float = ERROR_BAND) -> go.Figu
     One trace per (mode, workload): color by mode, marker by workload; hover names the
     batch and K of every point.
     """
-    fig = go.Figure()
     lo = float(min(df["measured_speedup"].min(), df["predicted_speedup"].min()))
     hi = float(max(df["measured_speedup"].max(), df["predicted_speedup"].max()))
     lo, hi = lo / 1.1, hi * 1.1
     xs = np.array([lo, hi])
-    fig.add_trace(
-        go.Scatter(
-            x=np.concatenate([xs, xs[::-1]]),
-            y=np.concatenate([xs * (1 + band), (xs * (1 - band))[::-1]]),
-            fill="toself",
-            fillcolor="rgba(127,140,141,0.15)",
-            line={"width": 0},
-            hoverinfo="skip",
-            name=f"±{band:.0%} band",
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=xs, y=xs, mode="lines", line={"color": "#7f8c8d", "dash": "dash"}, name="y = x"
-        )
-    )
+    traces = [
+        {
+            "type": "scatter",
+            "x": np.concatenate([xs, xs[::-1]]),
+            "y": np.concatenate([xs * (1 + band), (xs * (1 - band))[::-1]]),
+            "fill": "toself",
+            "fillcolor": "rgba(127,140,141,0.15)",
+            "line": {"width": 0},
+            "hoverinfo": "skip",
+            "name": f"±{band:.0%} band",
+        },
+        {
+            "type": "scatter",
+            "x": xs,
+            "y": xs,
+            "mode": "lines",
+            "line": {"color": "#7f8c8d", "dash": "dash"},
+            "name": "y = x",
+        },
+    ]
     modes = list(dict.fromkeys(df["mode"]))
     for (mode, workload), g in df.groupby(["mode", "workload"], sort=False):
         color = _MODE_COLORS[modes.index(mode) % len(_MODE_COLORS)]
         err = g["predicted_speedup"] / g["measured_speedup"] - 1.0
-        fig.add_trace(
-            go.Scatter(
-                x=g["measured_speedup"],
-                y=g["predicted_speedup"],
-                mode="markers",
-                name=f"{mode}, {workload}",
-                marker={
+        traces.append(
+            {
+                "type": "scatter",
+                "x": g["measured_speedup"].to_numpy(),
+                "y": g["predicted_speedup"].to_numpy(),
+                "mode": "markers",
+                "name": f"{mode}, {workload}",
+                "marker": {
                     "color": color,
                     "symbol": _WORKLOAD_SYMBOLS.get(workload, "square"),
                     "size": 6 + 2 * np.log2(g["batch"].to_numpy(float)),
                     "opacity": 0.8,
                     "line": {"width": 0.5, "color": "white"},
                 },
-                customdata=np.stack(
+                "customdata": np.stack(
                     [g["batch"].to_numpy(), g["k"].to_numpy(), err.to_numpy()], axis=1
                 ),
-                hovertemplate="B=%{customdata[0]}, K=%{customdata[1]}<br>measured %{x:.2f}x, "
+                "hovertemplate": "B=%{customdata[0]}, K=%{customdata[1]}<br>measured %{x:.2f}x, "
                 "predicted %{y:.2f}x<br>error %{customdata[2]:+.1%}<extra>%{fullData.name}"
                 "</extra>",
-            )
+            }
         )
-    layout(
-        fig,
-        "Predicted against measured speedup",
-        "measured speedup (speculative / autoregressive tokens/s)",
-        "simulator's predicted speedup",
-        height=480,
-        hovermode="closest",
-    )
     # Equal scales, and the plot narrows to keep them rather than widening the x range.
-    fig.update_xaxes(range=[lo, hi], constrain="domain")
-    fig.update_yaxes(range=[lo, hi], scaleanchor="x", scaleratio=1, constrain="domain")
-    return fig
+    return go.Figure(
+        data=traces,
+        layout=frame(
+            "Predicted against measured speedup",
+            "measured speedup (speculative / autoregressive tokens/s)",
+            "simulator's predicted speedup",
+            height=480,
+            hovermode="closest",
+            xaxis={"range": [lo, hi], "constrain": "domain"},
+            yaxis={"range": [lo, hi], "scaleanchor": "x", "scaleratio": 1, "constrain": "domain"},
+        ),
+    )
 
 
 def acceptance_positions(df: pd.DataFrame) -> pd.DataFrame:
@@ -150,15 +155,25 @@ def acceptance_positions(df: pd.DataFrame) -> pd.DataFrame:
 
     `iid` is alpha^i with alpha the position-1 rate: what the i.i.d. model assumes.
     """
+    # Plain arrays, not a pandas groupby: this runs on every rerun of the Validation page.
+    groups: dict[tuple, list[int]] = {}
+    for j, key in enumerate(zip(df["mode"], df["workload"], strict=True)):
+        groups.setdefault(key, []).append(j)
+    ks = df["k"].to_numpy(dtype=float)
+    steps = df["sequence_steps"].to_numpy(dtype=float) if "sequence_steps" in df else None
+    rates_at = {
+        i: df[f"p{i}"].to_numpy(dtype=float) for i in range(1, MAX_POSITIONS + 1) if f"p{i}" in df
+    }
     rows = []
-    for (mode, workload), g in df.groupby(["mode", "workload"], sort=False):
-        top = g[g["k"] == g["k"].max()]
-        weights = top["sequence_steps"] if "sequence_steps" in top else pd.Series(1.0, top.index)
-        k = int(top["k"].max())
+    for (mode, workload), at in groups.items():
+        at = np.asarray(at)
+        top = at[ks[at] == ks[at].max()]
+        weights = steps[top] if steps is not None else np.ones(len(top))
+        k = int(ks[top].max())
         rates = [
-            float(np.average(top[f"p{i}"], weights=weights))
+            float(np.average(rates_at[i][top], weights=weights))
             for i in range(1, min(k, MAX_POSITIONS) + 1)
-            if f"p{i}" in top
+            if i in rates_at
         ]
         for i, rate in enumerate(rates, start=1):
             rows.append(
@@ -176,31 +191,41 @@ def acceptance_positions(df: pd.DataFrame) -> pd.DataFrame:
 def acceptance_by_position(df: pd.DataFrame) -> go.Figure:
     """Measured per-position acceptance (solid) against the i.i.d. alpha^i (dotted)."""
     table = acceptance_positions(df)
-    fig = go.Figure()
+    traces = []
     modes = list(dict.fromkeys(table["mode"]))
     for (mode, workload), g in table.groupby(["mode", "workload"], sort=False):
         color = _MODE_COLORS[modes.index(mode) % len(_MODE_COLORS)]
         dash = "solid" if workload == "code" else "dashdot"
-        fig.add_trace(
-            go.Scatter(
-                x=g["position"],
-                y=g["acceptance"],
-                mode="lines+markers",
-                name=f"{mode}, {workload}: measured",
-                line={"color": color, "dash": dash},
-                marker={"symbol": _WORKLOAD_SYMBOLS.get(workload, "square")},
-            )
+        x = g["position"].to_numpy()
+        traces.append(
+            {
+                "type": "scatter",
+                "x": x,
+                "y": g["acceptance"].to_numpy(),
+                "mode": "lines+markers",
+                "name": f"{mode}, {workload}: measured",
+                "line": {"color": color, "dash": dash},
+                "marker": {"symbol": _WORKLOAD_SYMBOLS.get(workload, "square")},
+            }
         )
-        fig.add_trace(
-            go.Scatter(
-                x=g["position"],
-                y=g["iid"],
-                mode="lines",
-                name=f"{mode}, {workload}: i.i.d. alpha^i",
-                line={"color": color, "dash": "dot", "width": 1},
-            )
+        traces.append(
+            {
+                "type": "scatter",
+                "x": x,
+                "y": g["iid"].to_numpy(),
+                "mode": "lines",
+                "name": f"{mode}, {workload}: i.i.d. alpha^i",
+                "line": {"color": color, "dash": "dot", "width": 1},
+            }
         )
-    layout(fig, "Per-position acceptance", "draft position i", "P(position i accepted)", height=420)
-    fig.update_yaxes(range=[0, 1.02])
-    fig.update_xaxes(dtick=1)
-    return fig
+    return go.Figure(
+        data=traces,
+        layout=frame(
+            "Per-position acceptance",
+            "draft position i",
+            "P(position i accepted)",
+            height=420,
+            xaxis={"dtick": 1},
+            yaxis={"range": [0, 1.02]},
+        ),
+    )

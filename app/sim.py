@@ -7,6 +7,7 @@ The simulator stays free of Streamlit; the caching lives here.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,9 +15,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app.presets import Prior, pick_prior
 from simulator.calibration import Calibration, match_gpu_id
 from simulator.catalog import (
     DATA_DIR,
+    PRIORS_CSV,
     default_gpus,
     default_models,
     load_acceptance_priors,
@@ -46,13 +49,53 @@ def catalog_gpus() -> dict[str, GPUSpec]:
     return default_gpus()
 
 
-@st.cache_data(show_spinner=False)
+def modified_ns(path: Path) -> int:
+    """A file's modification time in ns, the key that lets a cache see the file change
+    (0 where it cannot be read: the loader then reports why)."""
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _priors(path: str, mtime: int) -> list[dict[str, str]]:
+    return load_acceptance_priors(path)
+
+
 def priors() -> list[dict[str, str]]:
-    return load_acceptance_priors()
+    """The rows of data/acceptance_priors.csv, read again only when the file changes."""
+    return _priors(str(PRIORS_CSV), modified_ns(PRIORS_CSV))
 
 
-def bundled_profile_paths() -> dict[str, Path]:
-    """Reference profiles shipped in data/profiles/<device>/, keyed by their relative path."""
+@st.cache_data(show_spinner=False, max_entries=256)
+def _prior(workload: str, method: str, target: str, path: str, mtime: int) -> Prior | None:
+    return pick_prior(_priors(path, mtime), workload, method, models().get(target))
+
+
+def prior(workload: str, method: str, target: str) -> Prior | None:
+    """`presets.pick_prior` for a workload, method and target id: the published figure
+    the acceptance input fills in (cached: extending a prior's rates takes ~20 ms)."""
+    return _prior(workload, method, target, str(PRIORS_CSV), modified_ns(PRIORS_CSV))
+
+
+def _folders_key(root: Path) -> tuple[tuple[str, int], ...]:
+    """The modification time of `root` and of every folder below it: adding, removing or
+    renaming a file changes its folder's, so a listing keyed on this is never stale."""
+    out, stack = [], [str(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            out.append((folder, os.stat(folder).st_mtime_ns))
+            with os.scandir(folder) as entries:
+                stack.extend(e.path for e in entries if e.is_dir())
+        except OSError:
+            continue
+    return tuple(sorted(out))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _bundled_profile_paths(key: tuple) -> dict[str, Path]:
     if not PROFILES_DIR.is_dir():
         return {}
     found = sorted(
@@ -65,14 +108,24 @@ def bundled_profile_paths() -> dict[str, Path]:
     return {p.relative_to(PROFILES_DIR).as_posix(): p for p in found}
 
 
+def bundled_profile_paths() -> dict[str, Path]:
+    """Reference profiles shipped in data/profiles/<device>/, keyed by their relative path
+    (listed again only when a folder under data/profiles/ changes)."""
+    return _bundled_profile_paths(_folders_key(PROFILES_DIR))
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
-def _read_file(path: str, mtime: float) -> bytes:
+def _read_file(path: str, mtime: int) -> bytes:
     return Path(path).read_bytes()
 
 
+def file_bytes(path: Path) -> bytes:
+    """A bundled data file's bytes, read again only when the file changes."""
+    return _read_file(str(path), path.stat().st_mtime_ns)
+
+
 def bundled_profile_bytes(name: str) -> bytes:
-    path = bundled_profile_paths()[name]
-    return _read_file(str(path), path.stat().st_mtime)
+    return file_bytes(bundled_profile_paths()[name])
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -92,15 +145,27 @@ def uploaded_profiles() -> dict[str, bytes]:
 
 def profile_options() -> dict[str, tuple[str, bytes]]:
     """Every profile a page may calibrate with: label -> (file name, bytes)."""
-    out: dict[str, tuple[str, bytes]] = {}
-    for name in bundled_profile_paths():
+    labels = [BUNDLED + name for name in bundled_profile_paths()]
+    labels += [UPLOADED + name for name in uploaded_profiles()]
+    out = {label: profile_option(label) for label in labels}
+    return {label: option for label, option in out.items() if option is not None}
+
+
+def profile_option(label: str) -> tuple[str, bytes] | None:
+    """`profile_options()[label]`, reading that file only; None when there is none."""
+    if label.startswith(BUNDLED):
+        name = label.removeprefix(BUNDLED)
+        if name not in bundled_profile_paths():
+            return None
         try:
-            out[BUNDLED + name] = (name, bundled_profile_bytes(name))
+            return name, bundled_profile_bytes(name)
         except OSError:
-            continue
-    for name, data in uploaded_profiles().items():
-        out[UPLOADED + name] = (name, data)
-    return out
+            return None
+    if label.startswith(UPLOADED):
+        name = label.removeprefix(UPLOADED)
+        data = uploaded_profiles().get(name)
+        return None if data is None else (name, data)
+    return None
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -122,10 +187,10 @@ class CalibrationState:
 def current_calibration() -> CalibrationState:
     """The calibration the user chose on the Profiles page (none by default)."""
     label = st.session_state.get(CALIBRATE_KEY, NO_PROFILE)
-    options = profile_options()
-    if label not in options:
+    option = profile_option(label)
+    if option is None:
         return CalibrationState(NO_PROFILE, "", None, None)
-    name, data = options[label]
+    name, data = option
     try:
         profile = parse_profile(data, name)
         key = f"{label}:{digest(data)}"
@@ -222,12 +287,17 @@ def best_k(scenario_base: dict, batch: int, k_values) -> int:
 PUBLISHED_CSV = DATA_DIR / "validation" / "published.csv"
 
 
-@st.cache_data(show_spinner=False)
-def published_errors() -> pd.DataFrame:
-    """The model scored against the published development set (`simulator.published`)."""
+@st.cache_data(show_spinner=False, max_entries=2)
+def _published_errors(path: str, mtime: int) -> pd.DataFrame:
     from simulator.published import load_published, score
 
-    return score(load_published(PUBLISHED_CSV), source=str(PUBLISHED_CSV))
+    return score(load_published(path), source=path)
+
+
+def published_errors() -> pd.DataFrame:
+    """The model scored against the published development set (`simulator.published`),
+    scored again only when the file changes."""
+    return _published_errors(str(PUBLISHED_CSV), modified_ns(PUBLISHED_CSV))
 
 
 def published_error_band(batches, speedups) -> pd.DataFrame | None:

@@ -26,6 +26,7 @@ file changes:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from itertools import pairwise
 import streamlit as st
 
 from app import sim
-from app.presets import MEASURED, WORKLOADS, Prior, pick_prior
+from app.presets import MEASURED, WORKLOADS, Prior
 from simulator.errors import InputError
 from simulator.preflight import checklist
 from simulator.scenarios import K_LIMIT
@@ -42,14 +43,32 @@ from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
 
 BIND = {"bind": "query-params", "persist_state": "session"}
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`\[\]!<>])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`\[\]!<>:&$*_~#|])")
+WORD_JOINER = "\u2060"
+"""Invisible, and breaks what GitHub Markdown would turn into a link by itself."""
+_AUTOLINKS = re.compile(r"(?i)(://|www\.|@)")
 
 
 def plain(text) -> str:
     """Text a user supplied (a file name, a profile's device name, a message quoting an
-    input) escaped so that Streamlit's Markdown cannot turn it into a link, an image the
-    browser would fetch, raw HTML or code: backslash, backtick, brackets, `!`, `<`, `>`."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+    input) escaped so that Streamlit's Markdown shows its characters and nothing else.
+
+    Backslash-escaped: backslash, backtick, brackets, `!`, `<`, `>` (links, images the
+    browser would fetch, raw HTML, code); `:` (Streamlit's `:red[...]`, `:material/...:`
+    and emoji shortcodes), `&` (entities), `$` (math), `*`, `_`, `~` (emphasis), `#` and
+    `|` (headings, tables). GitHub Markdown links a bare `http://...`, `www....` or e-mail
+    address whatever its escapes, so an invisible WORD_JOINER goes into each `://`, `www.`
+    and before each `@`. Line breaks become spaces."""
+    text = " ".join(str(text).splitlines())
+    text = _AUTOLINKS.sub(_join, text)
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def _join(match: re.Match) -> str:
+    found = match.group(1)
+    if found == "@":
+        return WORD_JOINER + found
+    return found[:-1] + WORD_JOINER + found[-1]
 
 
 """Every scenario widget: its value in the URL, and kept when the user switches pages.
@@ -103,7 +122,7 @@ STATUS_BADGE = {
 
 
 def _prior(workload: str, method: str, target: str) -> Prior | None:
-    return pick_prior(sim.priors(), workload, method, sim.models().get(target))
+    return sim.prior(workload, method, target)
 
 
 def _filled_alpha(workload: str, method: str, target: str) -> float | None:
@@ -190,12 +209,70 @@ def _alpha_edited() -> None:
         st.session_state[ALPHA_KEY] = FALLBACK_ALPHA if alpha is None else alpha
 
 
-def _link_alpha() -> float | None:
+def alpha_from_param(value: str | None) -> float | None:
+    """A link's `acceptance_rate` as a number in [0, 1], or None."""
     try:
-        alpha = float(st.query_params[ALPHA_KEY])
-    except (KeyError, ValueError):
+        alpha = float(value) if isinstance(value, str) and value.isascii() else None
+    except ValueError:
         return None
-    return alpha if 0 <= alpha <= 1 else None
+    return alpha if alpha is not None and 0 <= alpha <= 1 else None
+
+
+def _link_alpha() -> float | None:
+    return alpha_from_param(st.query_params.get(ALPHA_KEY))
+
+
+LINK_NUMBERS = {
+    "prompt_len": (1, 1_000_000, True),
+    "output_len": (1, 1_000_000, True),
+    "requests_per_day": (0, 10_000_000_000, True),
+    "gpu_hourly_usd": (0.0, 1000.0, False),
+    ALPHA_KEY: (0.0, 1.0, False),
+    "batch_size": (1, 4096, True),
+    "migration_usd": (0, 100_000_000, True),
+    "max_model_len": (256, 10_000_000, True),
+    "slo_tpot_ms": (1.0, 10_000.0, False),
+    "slo_tok_s": (0.1, 10_000.0, False),
+    "k_max": (1, 16, True),
+    "gpu_memory_utilization": (0.5, 0.98, False),
+}
+"""Numeric query parameters the pages bind or read, as (lowest, highest, whole number):
+the ranges of their inputs. Streamlit's own reading of a link stops the page at a
+whole-number input given `inf` or `nan`, and the Reports page reads some of them as text."""
+LINK_K_VALUES = ("best", *(str(k) for k in range(1, 11)))
+"""The ROI page's K choices (`k`), which the Reports page reads from a link."""
+_PLAIN_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_PLAIN_INTEGER = re.compile(r"\+?[0-9]{1,15}")
+
+
+def link_problems(params: Mapping[str, str]) -> dict[str, str]:
+    """Query parameters a page cannot take as they are, each with why: numbers out of
+    their input's range or not plain ASCII decimals (`inf`, `nan`, `1e400`, `²`), whole
+    numbers given with a fraction, and a `k` that is not one of the ROI page's choices."""
+    problems = {}
+    for key, (low, high, whole) in LINK_NUMBERS.items():
+        value = params.get(key)
+        if value is None:
+            continue
+        text = str(value).strip()
+        pattern = _PLAIN_INTEGER if whole else _PLAIN_NUMBER
+        number = float(text) if pattern.fullmatch(text) else math.nan
+        if not (math.isfinite(number) and low <= number <= high):
+            kind = "a whole number" if whole else "a number"
+            problems[key] = f"must be {kind} from {low:,} to {high:,}"
+    k = params.get("k")
+    if k is not None and str(k) not in LINK_K_VALUES:
+        problems["k"] = f"must be one of {', '.join(LINK_K_VALUES)}"
+    return problems
+
+
+def _drop_link_problems(sb) -> None:
+    """Remove the link's unusable parameters before any input reads them, and say so."""
+    problems = link_problems(st.query_params)
+    for key, why in problems.items():
+        shown = str(st.query_params.get(key, ""))[:40]
+        del st.query_params[key]
+        sb.warning(f"Ignored the link's `{key}` ({plain(shown)}): it {why}.")
 
 
 def _seed_alpha() -> None:
@@ -218,6 +295,7 @@ def scenario_inputs() -> Scenario:
     model_ids = list(models)
     gpu_ids = list(gpus)
     sb = st.sidebar
+    _drop_link_problems(sb)
     _read_link_positions(sb)
     sb.subheader("Scenario")
     target = sb.selectbox(
@@ -266,7 +344,8 @@ def scenario_inputs() -> Scenario:
         **BIND,
     )
     g = gpus[gpu]
-    sb.caption(f"{g.name}: {g.memory_gb:g} GB, {g.hbm_bandwidth_gbps:,.0f} GB/s per GPU")
+    # A calibrating profile adds its device under the name the profile gives: user text.
+    sb.caption(f"{plain(g.name)}: {g.memory_gb:g} GB, {g.hbm_bandwidth_gbps:,.0f} GB/s per GPU")
     c1, c2 = sb.columns(2)
     weight_dtype = c1.selectbox("Weights", list(WEIGHT_DTYPES), key="weight_dtype", **BIND)
     kv_dtype = c2.selectbox("KV cache", list(KV_DTYPES), key="kv_dtype", **BIND)
@@ -305,7 +384,7 @@ def scenario_inputs() -> Scenario:
         **BIND,
     )
     if price is None and catalog_price is None:
-        sb.warning(f"{gpus[gpu].name} has no catalog price: enter one for the costs.")
+        sb.warning(f"{plain(gpus[gpu].name)} has no catalog price: enter one for the costs.")
     _write_positions(acceptance)
     return Scenario(
         target=target,
@@ -432,11 +511,13 @@ def positions_param(text: str) -> str:
 
 def positions_from_param(value: str) -> str | None:
     """A link's `pos` as 'p1;p2;...', or None unless it holds non-increasing rates in
-    [0, 1] (past K_LIMIT they are dropped)."""
-    try:
-        rates = [float(p) for p in _SEPARATORS.split(value.strip()) if p][:K_LIMIT]
-    except ValueError:
+    [0, 1] written as plain decimals (past K_LIMIT they are dropped)."""
+    if not isinstance(value, str):
         return None
+    parts = [p for p in _SEPARATORS.split(value.strip()[: 64 * K_LIMIT]) if p][:K_LIMIT]
+    if not all(_PLAIN_NUMBER.fullmatch(p) for p in parts):
+        return None
+    rates = [float(p) for p in parts]
     in_range = all(0 <= r <= 1 for r in rates)
     falling = all(b <= a for a, b in pairwise(rates))
     return ";".join(_short(r) for r in rates) if rates and in_range and falling else None
@@ -502,7 +583,7 @@ def checklist_panel(
         color, icon = STATUS_BADGE.get(item.status, ("gray", ":material/help:"))
         # Coloured text rather than st.badge: a badge cuts long names off in a narrow column.
         slot.markdown(f":{color}[{icon} **{item.name}**]")
-        slot.caption(item.why)
+        slot.caption(plain(item.why))
 
 
 def show_error(exc: InputError, what: str = "Input") -> None:
@@ -575,11 +656,11 @@ def calibration_note() -> None:
     elif gpu in devices:
         st.sidebar.caption(
             f":material/speed: Calibrated by **{label}** (device: {shown}): this "
-            f"scenario's {gpu} uses its measured step times."
+            f"scenario's {plain(gpu)} uses its measured step times."
         )
     else:
         st.sidebar.caption(
             f":material/warning: Latency: analytic roofline from catalog specs. Profile "
             f"**{label}** (device: {shown}) does not apply to this scenario's GPU, "
-            f"{gpu}; only scenarios on {shown} are calibrated by it."
+            f"{plain(gpu)}; only scenarios on {shown} are calibrated by it."
         )

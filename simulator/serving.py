@@ -807,6 +807,69 @@ def summarise(result: RunResult, *, slo_ttft_ms: float, slo_tpot_ms: float) -> d
     return out
 
 
+def run_arms(
+    scenario: dict,
+    load: Load,
+    prompt: Lengths,
+    output: Lengths,
+    *,
+    acceptance_spread: float = 0.1,
+    k_schedule=None,
+    defaults: ModelDefaults = DEFAULTS,
+    calibration=None,
+    gpus=None,
+    models=None,
+) -> list[tuple[str, int | str, RunResult]]:
+    """Both arms of one scenario under one load, with the same arrivals, lengths and seed
+    in each: (arm, K or "schedule", run). `k_schedule`, (lo, hi, k) batch-size ranges,
+    makes the speculative arm draft K by batch size. The SLOs only enter `summarise`, so a
+    caller that varies them can keep these runs."""
+    out = []
+    speculative = str(scenario.get("method", "none")) != "none"
+    arms = (("baseline", False), ("spec", True)) if speculative else (("baseline", False),)
+    for arm, spec in arms:
+        sized = {**scenario, "prompt_len": prompt.mean, "output_len": output.mean}
+        priced = dict(defaults=defaults, calibration=calibration, gpus=gpus, models=models)
+        if spec and k_schedule:
+            model = schedule_model(sized, k_schedule, **priced)
+        else:
+            model = step_model(sized, speculative=spec, **priced)
+        result = run(
+            model,
+            load,
+            prompt,
+            output,
+            acceptance_spread=acceptance_spread,
+            max_num_batched_tokens=defaults.max_num_batched_tokens,
+            max_num_seqs=defaults.max_num_seqs,
+        )
+        out.append((arm, model.k if isinstance(model, StepModel) else "schedule", result))
+    return out
+
+
+def summarise_arms(
+    arms: list[tuple[str, int | str, RunResult]],
+    load: Load,
+    *,
+    slo_ttft_ms: float,
+    slo_tpot_ms: float,
+) -> pd.DataFrame:
+    """A summary row per arm of `run_arms`, against these SLOs."""
+    return pd.DataFrame(
+        [
+            {
+                "arm": arm,
+                "rate": load.rate,
+                "concurrency": load.concurrency,
+                "requests": load.requests,
+                "k": k,
+                **summarise(result, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms),
+            }
+            for arm, k, result in arms
+        ]
+    )
+
+
 def simulate(
     scenario: dict,
     load: Load,
@@ -822,52 +885,21 @@ def simulate(
     gpus=None,
     models=None,
 ) -> pd.DataFrame:
-    """Both arms of one scenario under one load: a summary row per arm (`baseline`,
-    `spec`), with the same arrivals, lengths and seed in each. `k_schedule`, (lo, hi, k)
-    batch-size ranges, makes the speculative arm draft K by batch size."""
-    rows = []
-    speculative = str(scenario.get("method", "none")) != "none"
-    arms = (("baseline", False), ("spec", True)) if speculative else (("baseline", False),)
-    for arm, spec in arms:
-        sized = {**scenario, "prompt_len": prompt.mean, "output_len": output.mean}
-        if spec and k_schedule:
-            model = schedule_model(
-                sized,
-                k_schedule,
-                defaults=defaults,
-                calibration=calibration,
-                gpus=gpus,
-                models=models,
-            )
-        else:
-            model = step_model(
-                sized,
-                speculative=spec,
-                defaults=defaults,
-                calibration=calibration,
-                gpus=gpus,
-                models=models,
-            )
-        result = run(
-            model,
-            load,
-            prompt,
-            output,
-            acceptance_spread=acceptance_spread,
-            max_num_batched_tokens=defaults.max_num_batched_tokens,
-            max_num_seqs=defaults.max_num_seqs,
-        )
-        rows.append(
-            {
-                "arm": arm,
-                "rate": load.rate,
-                "concurrency": load.concurrency,
-                "requests": load.requests,
-                "k": model.k if isinstance(model, StepModel) else "schedule",
-                **summarise(result, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms),
-            }
-        )
-    return pd.DataFrame(rows)
+    """Both arms of one scenario under one load (`run_arms`), a summary row per arm
+    (`baseline`, `spec`)."""
+    arms = run_arms(
+        scenario,
+        load,
+        prompt,
+        output,
+        acceptance_spread=acceptance_spread,
+        k_schedule=k_schedule,
+        defaults=defaults,
+        calibration=calibration,
+        gpus=gpus,
+        models=models,
+    )
+    return summarise_arms(arms, load, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms)
 
 
 def max_rate_at_slo(

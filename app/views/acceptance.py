@@ -62,7 +62,7 @@ def _refuse(exc: InputError) -> None:
     kept = st.session_state.get(sim.MEASURED_KEY)
     if kept:
         st.info(
-            f"The planning pages keep the figures from {kept['source']}: "
+            f"The planning pages keep the figures from {widgets.plain(kept['source'])}: "
             f"α {kept['alpha']:.3f}, τ {kept['tau']:.3f} at K={kept['k']}."
         )
 
@@ -150,7 +150,7 @@ else:
 
 if metrics is not None:
     st.session_state[sim.MEASURED_KEY] = _measured(metrics, source)
-    st.subheader(f"From {source}")
+    st.subheader(f"From {widgets.plain(source)}")
     m = st.columns(4)
     m[0].metric(
         "Mean accepted tokens τ",
@@ -171,7 +171,7 @@ if metrics is not None:
     )
     m[3].metric("K", _k_shown(metrics), help=_K_HELP[metrics.k_source])
     for note in metrics.notes:
-        st.info(note, icon=":material/info:")
+        st.info(widgets.plain(note), icon=":material/info:")
     counters = pd.DataFrame(
         {
             "counter": [

@@ -10,7 +10,7 @@ import streamlit as st
 
 from app import figures_load, sim, widgets
 from simulator.errors import InputError
-from simulator.serving import LENGTH_KINDS, Lengths, Load, simulate
+from simulator.serving import LENGTH_KINDS, Lengths, Load, run_arms, summarise_arms
 
 LOAD_KINDS = ("request rate (open loop)", "concurrency (closed loop)")
 DEFAULT_REQUESTS = 300
@@ -18,20 +18,30 @@ MAX_POINTS = 12
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def _point(scenario: tuple, load: tuple, lengths: tuple, spread: float, slos: tuple, cal: str):
-    """One load point, both arms; cached on every input (the calibration by its key)."""
+def _runs(scenario: tuple, load: tuple, lengths: tuple, spread: float, cal: str):
+    """One load point's runs, both arms; cached on every input the simulation reads (the
+    calibration by its key), not on the SLOs, which only the summary reads."""
     calibration = sim.current_calibration().calibration if cal else None
     rate, concurrency, requests, seed = load
     (p_kind, p_mean, p_spread), (o_kind, o_mean, o_spread) = lengths
-    return simulate(
+    return run_arms(
         dict(scenario),
         Load(requests=requests, rate=rate, concurrency=concurrency, seed=seed),
         Lengths(p_mean, p_kind, p_spread),
         Lengths(o_mean, o_kind, o_spread),
         acceptance_spread=spread,
+        calibration=calibration,
+    )
+
+
+def _point(scenario: tuple, load: tuple, lengths: tuple, spread: float, slos: tuple, cal: str):
+    """One load point, both arms, summarised against the SLOs."""
+    rate, concurrency, requests, seed = load
+    return summarise_arms(
+        _runs(scenario, load, lengths, spread, cal),
+        Load(requests=requests, rate=rate, concurrency=concurrency, seed=seed),
         slo_ttft_ms=slos[0],
         slo_tpot_ms=slos[1],
-        calibration=calibration,
     )
 
 

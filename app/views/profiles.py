@@ -116,7 +116,7 @@ if store:
 state = sim.current_calibration()
 if state.calibration is not None:
     for line in summary(state.calibration):
-        st.caption(f":material/tune: Fit: {line}")
+        st.caption(f":material/tune: Fit: {widgets.plain(line)}")
 
 # ---------------------------------------------------------------------------- plot
 if parsed:
@@ -151,7 +151,10 @@ if parsed:
         )
         st.plotly_chart(figures.profile_latency(measured, predicted), key="profile_latency")
         if predicted.empty:
-            st.caption(f"{model_id} is not in the model catalog: no roofline to compare with.")
+            st.caption(
+                f"{widgets.plain(model_id)} is not in the model catalog: no roofline to compare "
+                "with."
+            )
         else:
             st.caption(
                 "Lines: the roofline fitted to this profile (solid) and, for a catalog GPU, "
@@ -162,10 +165,17 @@ if parsed:
     loop = profile.draft_in_loop
     if len(loop):
         st.subheader("The draft inside the speculative loop")
-        pairs = sorted({f"{r.draft} after {r.target}" for r in loop.itertuples()})
+        # (draft, target) pairs, shown as 'draft after target': ids are user text and may
+        # hold ' after ' themselves, so the choice is never split back out of its label.
+        pairs = sorted({(str(r.draft), str(r.target)) for r in loop.itertuples()})
         d = st.columns([1.6, 0.8, 2])
-        pair = d[0].selectbox("Draft and target", pairs, key=f"loop_pair:{label}")
-        draft_id, target_id = pair.split(" after ")
+        draft_id, target_id = d[0].selectbox(
+            "Draft and target",
+            pairs,
+            format_func=lambda p: f"{p[0]} after {p[1]}",
+            key=f"loop_pair:{label}",
+        )
+        pair = f"{draft_id} after {target_id}"
         rows = loop[(loop["draft"] == draft_id) & (loop["target"] == target_id)]
         loop_contexts = sorted(int(v) for v in rows["context_len"].unique())
         loop_context = d[1].selectbox(

@@ -113,8 +113,8 @@ def _best_saving(report: pd.DataFrame) -> str:
         return "No row saves money against its own setup without speculation."
     r = report.iloc[i]
     return (
-        f"Largest monthly saving: row {i + 1} ({r['method']} K={int(r['k'])}, batch "
-        f"{int(r['batch_size'])} on {int(r['num_gpus'])} x {r['gpu']}), "
+        f"Largest monthly saving: row {i + 1} ({widgets.plain(r['method'])} K={int(r['k'])}, "
+        f"batch {int(r['batch_size'])} on {int(r['num_gpus'])} x {widgets.plain(r['gpu'])}), "
         f"${savings[i]:,.0f} a month against the same setup without speculation."
     )
 

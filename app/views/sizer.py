@@ -204,7 +204,7 @@ with right:
         f"At the full {max_model_len:,} tokens per request: {at_len_base:,.0f} sequences "
         f"without speculation, {at_len_spec:,.0f} with K={k_lookahead} (vLLM prints the "
         "first as 'Maximum concurrency for N tokens per request' at start-up). Memory "
-        f"shown for K={k_lookahead}, {scenario.num_gpus} x {gpus[scenario.gpu].name}."
+        f"shown for K={k_lookahead}, {scenario.num_gpus} x {widgets.plain(gpus[scenario.gpu].name)}."
     )
     limit = models[scenario.target].max_position_embeddings
     if limit and max_model_len > limit:

@@ -160,7 +160,10 @@ def default_positions() -> str:
 
 
 def shown(markdown: str) -> str:
-    """What a Markdown element shows: its text with backslash escapes removed."""
+    """What a Markdown element shows: its text without backslash escapes and without the
+    invisible word joiners `widgets.plain` puts where Markdown would make a link."""
     import re
 
-    return re.sub(r"\\(.)", r"\1", markdown)
+    from app.widgets import WORD_JOINER
+
+    return re.sub(r"\\(.)", r"\1", markdown).replace(WORD_JOINER, "")

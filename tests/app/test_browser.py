@@ -274,3 +274,119 @@ def test_every_page_in_chromium(server, tmp_path, profile_json):
         finally:
             browser.close()
     assert all(s.stat().st_size > 10_000 for s in shots)
+
+
+@pytest.fixture
+def pixel_server():
+    """A loopback HTTP server that records every path asked of it: the URL a Markdown
+    image in user text would make the browser fetch."""
+    import http.server
+    import threading
+
+    hits: list[str] = []
+
+    class Record(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Record)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", hits
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _shown(locator) -> str:
+    """The text a user reads, without the invisible word joiners `widgets.plain` puts into
+    what Markdown would otherwise link (`://`, `www.`, `@`)."""
+    from app.widgets import WORD_JOINER
+
+    return locator.inner_text().replace(WORD_JOINER, "")
+
+
+def test_text_from_uploads_shows_literally_and_fetches_nothing(server, pixel_server):
+    """A profile's device name, an upload's file name and a scrape's file name that hold
+    Markdown images, links and HTML show as the characters they are, on the Profiles page,
+    in the sidebar of a planning page (the device joins the GPU list) and on the Acceptance
+    page; the browser never requests the URLs they name."""
+    import json
+
+    from playwright.sync_api import sync_playwright
+
+    from app.samples import EXAMPLE_SCRAPE
+    from tests.app.conftest import sample_profile_doc
+
+    pixel, hits = pixel_server
+    device = f"![t]({pixel}/pixel.png) <img src='{pixel}/img.png'> [a]({pixel}/link)"
+    doc = sample_profile_doc()
+    doc["device"]["name"] = device
+    # A file name cannot hold '/', so its image is relative: it would hit the app's server.
+    profile_name = "![f](file-pixel.png) <b>x</b>.json"
+    scrape_name = "![s](scrape-pixel.png).prom"
+    requested: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.on("request", lambda r: requested.append(r.url))
+            page.goto(server + "/")
+            _settle(page)
+
+            _go(page, "Profiles")
+            _settle(page)
+            page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+                {
+                    "name": profile_name,
+                    "mimeType": "application/json",
+                    "buffer": json.dumps(doc).encode(),
+                }
+            )
+            _settle(page, charts=True)
+            _no_exception(page, "Profiles")
+            main = page.get_by_test_id("stMain")
+            assert f"{profile_name}: {device} (cpu)" in _shown(main)
+            page.get_by_test_id("stSelectbox").filter(has_text="Calibrate every page with").click()
+            page.get_by_role("option", name=f"uploaded: {profile_name}").click()
+            _settle(page, charts=True)
+            _no_exception(page, "Profiles after calibrating")
+            sidebar = page.get_by_test_id("stSidebar")
+            assert f"Calibrated by uploaded: {profile_name}" in _shown(sidebar)
+
+            # The profile's device joins the GPU list under its own name: choose it.
+            _go(page, "ROI calculator")
+            _settle(page, charts=True)
+            sidebar.get_by_test_id("stSelectbox").filter(
+                has=page.get_by_text("GPU", exact=True)
+            ).click()
+            page.get_by_role("option", name="cpu", exact=True).click()
+            _settle(page)  # a 70B model on an 8 GB CPU: a reason, not charts
+            _no_exception(page, "ROI calculator on the profiled device")
+            assert f"{device}: " in _shown(sidebar)
+            assert f"{device} has no catalog price" in _shown(sidebar)
+
+            _go(page, "Acceptance from production")
+            _settle(page)
+            page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+                {"name": scrape_name, "mimeType": "text/plain", "buffer": EXAMPLE_SCRAPE.encode()}
+            )
+            _settle(page, charts=True)
+            _no_exception(page, "Acceptance")
+            assert f"From {scrape_name}" in _shown(main)
+            _shot(page, "7-literal-user-text")
+
+            images = page.locator("img").evaluate_all("els => els.map(e => e.src)")
+            links = page.locator("a").evaluate_all("els => els.map(e => e.href)")
+        finally:
+            browser.close()
+    named = [pixel, "pixel.png", "img.png"]
+    assert not hits, hits
+    assert not [u for u in requested if any(n in u for n in named)], requested
+    assert not [u for u in images + links if any(n in u for n in named)]

@@ -5,6 +5,7 @@ method sets the acceptance input without Streamlit's default-plus-Session-State 
 
 from __future__ import annotations
 
+import csv
 import logging
 import math
 
@@ -248,7 +249,7 @@ def test_measured_per_position_rates_travel_in_the_link(app):
 
 
 # --------------------------------------------------------------------------- priors change
-def test_a_link_keeps_its_numbers_after_the_published_figure_changes(app, monkeypatch):
+def test_a_link_keeps_its_numbers_after_the_published_figure_changes(app, monkeypatch, tmp_path):
     made = app()
     link = _link(made)
     assert "pos" in link
@@ -256,7 +257,14 @@ def test_a_link_keeps_its_numbers_after_the_published_figure_changes(app, monkey
     for r in rows:
         if r["workload"] == "chat" and r["method"] == "eagle" and "3.3-70B" in r["draft_hint"]:
             r["mean_accepted_tokens"] = "2.5"
-    monkeypatch.setattr(sim, "priors", lambda: rows)
+    # The priors file is edited: the app's cached reads see the new figure.
+    edited = tmp_path / "acceptance_priors.csv"
+    with edited.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    monkeypatch.setattr(sim, "PRIORS_CSV", edited)
+    assert sim.priors() == rows
 
     opened = app(query=link)
     assert not opened.exception

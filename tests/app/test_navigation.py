@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.app.conftest import shown
+
 VIEWS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "app" / "views").glob("*.py"))
 
 
@@ -29,7 +31,7 @@ def _calibration_note(at) -> str:
         c.value for c in at.sidebar.caption if "Latency:" in c.value or "Calibrated" in c.value
     ]
     assert len(notes) == 1, notes
-    return notes[0]
+    return shown(notes[0])
 
 
 def test_a_cpu_profile_does_not_claim_a_gpu_scenario(app, profile_json):

@@ -4,6 +4,7 @@ chosen profile calibrates the other pages."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -211,3 +212,16 @@ def test_text_from_an_upload_shows_literally_and_makes_no_image(app):
 
     assert not re.search(r"(?<!\\)[!\[\]<>]", message), message
     assert shown(message).startswith("![x](http://127.0.0.1:9/f.png).json: ![t](http")
+
+
+def test_plain_leaves_nothing_for_markdown_to_read():
+    from app.widgets import WORD_JOINER, plain
+
+    text = "![i](http://h/p.png) <b>x</b> [l](www.h.org) a@h.org :red[x] $x$ **b** _i_ # h |t|\nz"
+    escaped = plain(text)
+    # Every character Markdown or Streamlit reads as markup is escaped; bare URLs, www. and
+    # e-mail addresses carry an invisible word joiner; line breaks are spaces.
+    assert not re.search(r"(?<!\\)[!\[\]<>:&$*_~#|`]", escaped), escaped
+    assert "://" not in escaped and "www." not in escaped and f"{WORD_JOINER}@" in escaped
+    assert "\n" not in escaped
+    assert shown(escaped) == text.replace("\n", " ")
