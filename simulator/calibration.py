@@ -20,8 +20,9 @@ import numpy as np
 
 from simulator.catalog import default_gpus, default_models
 from simulator.defaults import DEFAULTS, ModelDefaults
+from simulator.errors import InputError
 from simulator.latency import Hardware, ModelArrays, get_model_traffic, get_roofline_ms
-from simulator.profile import Profile
+from simulator.profile import ARCH_LIMITS, Profile
 from simulator.specs import DTYPE_BYTES, GPUSpec, ModelSpec
 
 # Device-name patterns (as torch and NVML print them) to catalog ids; first match wins.
@@ -51,6 +52,22 @@ the repeat-to-repeat noise of a CPU profile."""
 
 _MIN_MODEL_FIT_POINTS = 8
 """A model gets its own fit (four parameters) only with at least twice as many points."""
+
+_MAX_FIT_POINTS = 2048
+"""Points a fit scores: beyond this an evenly spaced subset of them (in measured order).
+The search scores every candidate at every point, so a fit costs time and memory in
+proportion; a real profile has a few hundred direct points and is fitted on all of them."""
+
+_ARCH_FOR_SPEC = (
+    "num_layers",
+    "hidden_size",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+)
+"""Architecture fields a profiled model outside the catalog must give."""
 
 
 def match_gpu_id(device_name: str, kind: str) -> str:
@@ -93,10 +110,24 @@ class _LoopGrid:
     ms: np.ndarray  # (nb, nL, positions), NaN where not measured
 
 
-def _spec_for(pm, models: dict[str, ModelSpec], dtype: str) -> ModelSpec:
+def _spec_for(pm, models: dict[str, ModelSpec], dtype: str, where: str = "") -> ModelSpec:
     if pm.id in models:
         return models[pm.id]
     a = pm.architecture
+    for key in _ARCH_FOR_SPEC:
+        low, high = ARCH_LIMITS[key]
+        value = a.get(key)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not low <= value <= high
+        ):
+            raise InputError(
+                f"model {pm.id!r} is not in the model catalog, so its architecture must give "
+                f"{key} as a whole number in {low}..{high} (found {value!r:.40})",
+                file=where,
+                field=f"architecture.{key}",
+            )
     params = round(pm.weight_bytes / DTYPE_BYTES.get(dtype, 2.0))
     return ModelSpec(
         id=pm.id,
@@ -135,10 +166,14 @@ def _fit(t_ms, nbytes, flops, layers) -> tuple[float, float, float, float, float
     """Grid search over effective bandwidth and compute, then a finer grid around the
     best pair; least squares for the overhead o0 + o1 * layers at each candidate."""
     t = np.asarray(t_ms, dtype=float)
+    if t.size > _MAX_FIT_POINTS:
+        keep = np.linspace(0, t.size - 1, _MAX_FIT_POINTS).round().astype(int)
+        t, nbytes, flops, layers = (np.asarray(a)[keep] for a in (t, nbytes, flops, layers))
     distinct_layers = np.unique(layers).size > 1
     x = np.stack([np.ones_like(t), layers if distinct_layers else np.zeros_like(t)], axis=1)
-    bw_c = np.max(nbytes / (t * 1e-3)) / 1e9
-    f_c = np.max(flops / (t * 1e-3)) / 1e12
+    # A floor keeps the search away from 0 where a model moves no bytes or does no work.
+    bw_c = max(np.max(nbytes / (t * 1e-3)) / 1e9, 1e-9)
+    f_c = max(np.max(flops / (t * 1e-3)) / 1e12, 1e-12)
     span = 100.0
     for _ in range(3):
         bws = bw_c * np.geomspace(1 / np.sqrt(span), np.sqrt(span), _GRID_POINTS)
@@ -171,6 +206,8 @@ class Calibration:
     """(gpu id, model id, weight dtype) -> measured grid."""
     loops: dict[tuple[str, str, str, str], _LoopGrid] = field(default_factory=dict)
     """(gpu id, target id, draft id, weight dtype) -> the draft's in-loop forward times."""
+    warnings: list[str] = field(default_factory=list)
+    """What calibration changed in the measurements, one line each (shown by `summary`)."""
 
     @classmethod
     def from_profiles(
@@ -196,7 +233,7 @@ class Calibration:
             t_all, b_all, f_all, l_all = [], [], [], []
             for p, pm in entries:
                 dtype = p.settings.dtype
-                spec = _spec_for(pm, models, dtype)
+                spec = _spec_for(pm, models, dtype, f"profile of {p.device.name[:80]}")
                 rows = p.measurements_for(pm.id)
                 if not len(rows):
                     continue
@@ -259,7 +296,28 @@ class Calibration:
             np.searchsorted(q, rows["query_len"].to_numpy(float)),
             np.searchsorted(c, rows["context_len"].to_numpy(float)),
         ] = rows["median_ms"]
+        self._floor_at_decode(gid, model_id, q, ms)
         self.grids[(gid, model_id, dtype)] = _Grid(b, q, c, ms)
+
+    def _floor_at_decode(self, gid: str, model_id: str, q: np.ndarray, ms: np.ndarray) -> None:
+        """Price a forward of q > 1 tokens no faster than the decode step (q = 1) measured
+        at the same batch and context, in place. A forward of more tokens does the same
+        work and more; where a profile timed it faster, that is timing noise, and taken as
+        measured it would let a verify cost less than the decode step it replaces (a
+        speedup above K + 1)."""
+        if not q.size or q[0] != 1 or q.size < 2:
+            return
+        decode = ms[:, :1, :]
+        faster = ms[:, 1:, :] < decode
+        if not faster.any():
+            return
+        worst = float(np.nanmax(np.where(faster, 1 - ms[:, 1:, :] / decode, np.nan)))
+        ms[:, 1:, :] = np.where(faster, decode, ms[:, 1:, :])
+        self.warnings.append(
+            f"{gid} / {model_id}: {int(faster.sum())} forward(s) of more than one token were "
+            f"timed faster than the decode step at the same batch and context (up to "
+            f"{worst:.0%} faster); they are priced at the decode step's time"
+        )
 
     def _add_loops(self, gid: str, dtype: str, rows) -> None:
         for (tid, did), g in rows.groupby(["target", "draft"], sort=False):
@@ -445,10 +503,13 @@ def _describe_fit(label: str, f: DeviceFit) -> str:
 
 
 def summary(cal: Calibration) -> list[str]:
-    """One line per fitted device and per profiled model, for the CLI and the app."""
-    return [_describe_fit(gid, f) for gid, f in cal.fits.items()] + [
-        _describe_fit(f"{gid} / {mid}", f) for (gid, mid), f in cal.model_fits.items()
-    ]
+    """One line per fitted device and per profiled model, then calibration's warnings,
+    for the CLI and the app."""
+    return (
+        [_describe_fit(gid, f) for gid, f in cal.fits.items()]
+        + [_describe_fit(f"{gid} / {mid}", f) for (gid, mid), f in cal.model_fits.items()]
+        + [f"warning: {w}" for w in cal.warnings]
+    )
 
 
 def roofline_only_ms(fit: DeviceFit, nbytes, flops) -> np.ndarray:

@@ -24,20 +24,77 @@ PRIORS_CSV = DATA_DIR / "acceptance_priors.csv"
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no", ""}
+MAX_CATALOG_BYTES = 16 * 1024 * 1024
+"""A catalog is a few hundred rows of text (the bundled ones are under 100 kB)."""
+DOC_COLUMNS = frozenset({"notes", "price_source"})
+"""Columns a catalog may carry for its readers only: the simulator does not read them."""
+LIMITS = {
+    "memory_gb": 100_000.0,
+    "hbm_bandwidth_gbps": 1e6,
+    "bf16_tflops": 1e6,
+    "fp8_tflops": 1e6,
+    "int8_tops": 1e6,
+    "interconnect_gbps": 1e6,
+    "price_usd_per_hr": 1e5,
+    "total_params": 1e14,
+    "active_params": 1e14,
+    "num_layers": 10_000,
+    "hidden_size": 1 << 20,
+    "num_attention_heads": 1 << 16,
+    "num_kv_heads": 1 << 16,
+    "head_dim": 1 << 16,
+    "intermediate_size": 1 << 22,
+    "vocab_size": 1 << 24,
+    "num_experts": 1 << 16,
+    "experts_per_token": 1 << 16,
+    "moe_intermediate_size": 1 << 22,
+    "num_shared_experts": 1 << 16,
+    "num_dense_layers": 10_000,
+    "kv_lora_rank": 1 << 16,
+    "qk_rope_head_dim": 1 << 16,
+    "v_head_dim": 1 << 16,
+    "max_position_embeddings": 1 << 30,
+}
+"""Largest value of each numeric column: 100 to 1,000 times today's largest GPU or model,
+and small enough that products of them (bytes of weights and KV cache, FLOPs) stay finite
+and exact where they are counts."""
 
 
 def _read_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
+    """Rows as (spreadsheet row number, {column: text}); header names are stripped, and a
+    header naming a column twice or a row with more values than the header is refused."""
+    file = str(path)
     try:
+        if path.is_dir():
+            raise InputError("is a folder; give a CSV file", file=file)
+        if path.stat().st_size > MAX_CATALOG_BYTES:
+            raise InputError(f"is larger than {MAX_CATALOG_BYTES:,} bytes", file=file)
         with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            rows = [(i + 2, row) for i, row in enumerate(reader)]
-            header = reader.fieldnames or []
+            records = list(csv.reader(fh))
     except FileNotFoundError:
-        raise InputError("file not found", file=str(path)) from None
+        raise InputError("file not found", file=file) from None
     except (UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(f"not a readable CSV file ({exc})", file=str(path)) from None
-    if not header:
-        raise InputError("empty file, expected a header row", file=str(path))
+        raise InputError(f"not a readable CSV file ({exc})", file=file) from None
+    except OSError as exc:
+        raise InputError(f"cannot be read ({exc.strerror or exc})", file=file) from None
+    if not records or not records[0]:
+        raise InputError("empty file, expected a header row", file=file)
+    header = [h.strip() for h in records[0]]
+    for i, name in enumerate(header):
+        if name in header[:i]:
+            raise InputError("column appears twice in the header", file=file, row=1, field=name)
+    rows = []
+    for i, values in enumerate(records[1:]):
+        if not values:
+            continue
+        if len(values) > len(header):
+            raise InputError(
+                f"has {len(values)} values but the header names {len(header)} columns",
+                file=file,
+                row=i + 2,
+            )
+        padded = values + [""] * (len(header) - len(values))
+        rows.append((i + 2, dict(zip(header, padded, strict=True))))
     return rows
 
 
@@ -58,11 +115,17 @@ def _convert(value: str | None, typ: Any, *, required: bool, file: str, row: int
         try:
             number = float(text)
         except ValueError:
-            raise InputError(f"'{text}' is not a number", file=file, row=row, field=field) from None
+            shown = text[:40]
+            raise InputError(
+                f"'{shown}' is not a number", file=file, row=row, field=field
+            ) from None
         if not math.isfinite(number) or number < 0:
             raise InputError(
-                f"{text} must be a finite number >= 0", file=file, row=row, field=field
+                f"{text[:40]} must be a finite number >= 0", file=file, row=row, field=field
             )
+        most = LIMITS.get(field, 1e15)
+        if number > most:
+            raise InputError(f"{text[:40]} must be <= {most:g}", file=file, row=row, field=field)
         if typ is int:
             if number != int(number):
                 raise InputError(f"{text} must be a whole number", file=file, row=row, field=field)
@@ -93,7 +156,19 @@ def _load(path: Path, cls: type, required: set[str]) -> dict[str, Any]:
         for name, f in fields.items()
     }
     out: dict[str, Any] = {}
-    for row_no, row in _read_rows(path):
+    rows = _read_rows(path)
+    columns = list(rows[0][1]) if rows else []
+    unknown = [c for c in columns if c not in fields and c not in DOC_COLUMNS]
+    if unknown:
+        shown = unknown[0][:80]
+        raise InputError(
+            f"'{shown}' is not a column of this catalog (columns: "
+            f"{', '.join([*fields, *sorted(DOC_COLUMNS)])})",
+            file=file,
+            row=1,
+            field=shown,
+        )
+    for row_no, row in rows:
         missing = required - {k for k in row if k}
         if missing:
             raise InputError(
@@ -125,6 +200,7 @@ _GPU_REQUIRED = {
 }
 _MODEL_REQUIRED = {
     "id",
+    "name",
     "tokenizer",
     "total_params",
     "active_params",
@@ -142,7 +218,8 @@ def load_gpus(path: str | Path = GPUS_CSV) -> dict[str, GPUSpec]:
     """GPU catalog keyed by id. Raises `InputError` on a bad row."""
     gpus = _load(Path(path), GPUSpec, _GPU_REQUIRED)
     for row_no, gpu in enumerate(gpus.values(), start=2):
-        for name in ("memory_gb", "hbm_bandwidth_gbps", "bf16_tflops"):
+        # A replica of several GPUs talks over the interconnect: 0 would make it free.
+        for name in ("memory_gb", "hbm_bandwidth_gbps", "bf16_tflops", "interconnect_gbps"):
             if getattr(gpu, name) <= 0:
                 raise InputError("must be > 0", file=str(path), row=row_no, field=name)
     return gpus
@@ -167,6 +244,17 @@ def load_models(path: str | Path = MODELS_CSV) -> dict[str, ModelSpec]:
                 raise InputError("must be > 0", file=file, row=row_no, field=name)
         if m.active_params > m.total_params:
             raise InputError("exceeds total_params", file=file, row=row_no, field="active_params")
+        # Every token reads its embedding row and multiplies through the output head, so
+        # fewer active parameters than those would leave a negative matmul count.
+        embeddings = m.embedding_params
+        if m.active_params < embeddings:
+            raise InputError(
+                f"{m.active_params:,} is fewer than the {embeddings:,} parameters of the "
+                "embeddings and output head (vocab_size x hidden_size, twice unless tied)",
+                file=file,
+                row=row_no,
+                field="active_params",
+            )
         if m.num_attention_heads % m.num_kv_heads:
             raise InputError(
                 f"{m.num_attention_heads} heads are not a multiple of {m.num_kv_heads} KV heads",
@@ -184,6 +272,22 @@ def load_models(path: str | Path = MODELS_CSV) -> dict[str, ModelSpec]:
         if m.is_moe and m.moe_intermediate_size <= 0:
             raise InputError(
                 "must be > 0 for an MoE model", file=file, row=row_no, field="moe_intermediate_size"
+            )
+        if m.num_dense_layers > m.num_layers:
+            raise InputError(
+                f"exceeds num_layers {m.num_layers}",
+                file=file,
+                row=row_no,
+                field="num_dense_layers",
+            )
+        if m.is_moe and m.always_active_params < embeddings:
+            raise InputError(
+                f"{m.total_params:,} leaves {m.always_active_params:,} parameters besides the "
+                f"routed experts ({m.num_experts} x 3 x hidden_size x moe_intermediate_size x "
+                f"{m.num_moe_layers} MoE layers), fewer than the {embeddings:,} of the embeddings",
+                file=file,
+                row=row_no,
+                field="total_params",
             )
     return models
 

@@ -38,6 +38,7 @@ import io
 import json
 import math
 import numbers
+import re
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
@@ -51,6 +52,50 @@ SCHEMA = "specplan.profile/v1"
 # Larger than any real profile (a full grid is a few thousand rows of ~250 bytes) and small
 # enough that a stray upload cannot make the app parse hundreds of megabytes.
 MAX_PROFILE_BYTES = 20 * 1024 * 1024
+MAX_MEASUREMENTS = 20_000
+"""Rows a profile may hold: ten times a full grid (a few thousand rows); the size cap alone
+would let 80,000 rows through."""
+MAX_GRID_CELLS = 1 << 22
+"""Distinct batch x query_len x context_len points one model's rows may span (the same for
+a draft_in_loop table's batch x context_len x position): calibration keeps a dense grid of
+them, 32 MB at this size, and a real grid has a few hundred."""
+MAX_BATCH = 1 << 20
+"""Sequences in one forward: no server batches a million."""
+MAX_TOKENS = 1 << 24
+"""Tokens of a query or a context (16.7M): beyond any model's window."""
+MAX_LOOP_POSITION = 64
+"""Draft positions a draft_in_loop table may time: speculation drafts at most a few tens."""
+MAX_BYTES = 1 << 53
+"""Byte counts (8 PiB): beyond any device, and exact in a float64."""
+MAX_COUNT = 10**9
+"""Repeats, warm-up steps and threads."""
+MIN_STEP_MS = 1e-6
+"""A measured forward below a nanosecond is not a measurement (and 1/t would overflow)."""
+MAX_STEP_MS = 1e7
+"""A forward of almost three hours is not one either."""
+MAX_NESTING = 8
+"""Objects and lists inside `device.nvml` and `models[i].architecture` nest at most this
+deep: NVML's fields are flat, and deeper nesting only costs recursion when written back."""
+ARCH_LIMITS = {
+    "num_layers": (1, 10_000),
+    "hidden_size": (1, 1 << 20),
+    "num_heads": (1, 1 << 16),
+    "num_kv_heads": (1, 1 << 16),
+    "head_dim": (1, 1 << 16),
+    "intermediate_size": (0, 1 << 22),
+    "vocab_size": (1, 1 << 24),
+    "num_experts": (0, 1 << 16),
+    "experts_per_token": (0, 1 << 16),
+    "moe_intermediate_size": (0, 1 << 22),
+    "num_shared_experts": (0, 1 << 16),
+    "num_dense_layers": (0, 10_000),
+}
+"""Architecture fields the simulator reads, as whole numbers in [low, high]; other fields
+(rope_theta, norm_eps, ...) are kept as written. Calibration needs the first seven of a
+model that is not in the model catalog."""
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:+@-]{0,127}")
+"""A model id: letters, digits and . _ / : + @ - (a Hugging Face repo fits), no spaces, at
+most 128 characters. Ids are joined into labels and links, so they carry no separators."""
 DTYPES = ("fp32", "bf16", "fp16")
 DEVICE_KINDS = ("cuda", "cpu")
 STATUSES = ("ok", "oom")
@@ -196,25 +241,71 @@ class _Checker:
             raise self.fail(path, f"expected true or false, got {value!r}")
         return value
 
-    def integer(self, value: Any, path: str, *, minimum: int = 0, allow_none=False, row=None):
+    def integer(
+        self,
+        value: Any,
+        path: str,
+        *,
+        minimum: int = 0,
+        maximum: int = MAX_BYTES,
+        allow_none=False,
+        row=None,
+    ):
         if value is None and allow_none:
             return None
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise self.fail(path, f"expected a whole number, got {_kind(value)}", row)
         if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
             raise self.fail(path, f"{value} must be a whole number", row)
-        if value < minimum:
-            raise self.fail(path, f"{value} must be >= {minimum}", row)
+        if not minimum <= value <= maximum:
+            shown = value if isinstance(value, int) else f"{value:g}"
+            raise self.fail(path, f"{shown} must be in {minimum}..{maximum}", row)
         return int(value)
 
-    def number(self, value: Any, path: str, *, row=None) -> float:
+    def number(
+        self, value: Any, path: str, *, minimum: float = 0.0, maximum: float = math.inf, row=None
+    ) -> float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise self.fail(path, f"expected a number, got {_kind(value)}", row)
+        if isinstance(value, int) and abs(value) > maximum:
+            raise self.fail(path, f"{str(value)[:12]}... must be <= {maximum:g}", row)
         if not math.isfinite(value):
-            raise self.fail(path, f"{value} must be a finite number >= 0", row)
-        if value < 0:
-            raise self.fail(path, f"{value} must be >= 0", row)
+            raise self.fail(path, f"{value} must be a finite number >= {minimum:g}", row)
+        if value < minimum:
+            raise self.fail(path, f"{value} must be >= {minimum:g}", row)
+        if value > maximum:
+            raise self.fail(path, f"{value:g} must be <= {maximum:g}", row)
         return float(value)
+
+    def ident(self, value: Any, path: str, known: set[str] | None = None, row=None) -> str:
+        """A model id: a string matching ID_PATTERN and, given `known`, one of those."""
+        if not isinstance(value, str):
+            raise self.fail(path, f"expected a model id (a string), got {_kind(value)}", row)
+        if known is not None:
+            if value not in known:
+                raise self.fail(path, f"{value[:80]!r} is not one of the profile's models", row)
+        elif not ID_PATTERN.fullmatch(value):
+            raise self.fail(
+                path,
+                f"{value[:80]!r} is not a model id: letters, digits and . _ / : + @ -, "
+                "no spaces, at most 128 characters",
+                row,
+            )
+        return value
+
+    def shallow(self, value: Any, path: str) -> None:
+        """Refuse objects and lists nested deeper than MAX_NESTING, and NaN or infinite
+        numbers inside them (JSON has none; the profile could not be written back)."""
+        stack = [(value, 0)]
+        while stack:
+            item, depth = stack.pop()
+            if isinstance(item, float) and not math.isfinite(item):
+                raise self.fail(path, f"holds {item}, not a finite number")
+            if isinstance(item, dict | list):
+                if depth >= MAX_NESTING:
+                    raise self.fail(path, f"nests deeper than {MAX_NESTING} levels")
+                children = item.values() if isinstance(item, dict) else item
+                stack.extend((child, depth + 1) for child in children)
 
 
 def _kind(value: Any) -> str:
@@ -231,13 +322,16 @@ def _device(c: _Checker, d: Any) -> DeviceInfo:
     nvml = d.get("nvml")
     if nvml is not None and not isinstance(nvml, dict):
         raise c.fail("device.nvml", f"expected an object or null, got {_kind(nvml)}")
+    c.shallow(nvml, "device.nvml")
     return DeviceInfo(
         name=c.string(d["name"], "device.name", nonempty=True),
         kind=c.choice(d["kind"], "device.kind", DEVICE_KINDS),
         memory_bytes=c.integer(d["memory_bytes"], "device.memory_bytes"),
         driver=c.string(d["driver"], "device.driver", allow_none=True),
         torch_version=c.string(d["torch_version"], "device.torch_version"),
-        cpu_threads=c.integer(d["cpu_threads"], "device.cpu_threads", minimum=1, allow_none=True),
+        cpu_threads=c.integer(
+            d["cpu_threads"], "device.cpu_threads", minimum=1, maximum=MAX_COUNT, allow_none=True
+        ),
         nvml=nvml,
         reason_no_gpu=c.string(d.get("reason_no_gpu"), "device.reason_no_gpu", allow_none=True),
     )
@@ -247,9 +341,9 @@ def _settings(c: _Checker, s: Any) -> ProfileSettings:
     s = c.obj(s, "settings", {f.name for f in fields(ProfileSettings)}, set())
     return ProfileSettings(
         dtype=c.choice(s["dtype"], "settings.dtype", DTYPES),
-        warmup=c.integer(s["warmup"], "settings.warmup"),
-        repeats=c.integer(s["repeats"], "settings.repeats", minimum=1),
-        min_time_s=c.number(s["min_time_s"], "settings.min_time_s"),
+        warmup=c.integer(s["warmup"], "settings.warmup", maximum=MAX_COUNT),
+        repeats=c.integer(s["repeats"], "settings.repeats", minimum=1, maximum=MAX_COUNT),
+        min_time_s=c.number(s["min_time_s"], "settings.min_time_s", maximum=MAX_STEP_MS / 1e3),
         cuda_graphs=c.boolean(s["cuda_graphs"], "settings.cuda_graphs"),
     )
 
@@ -258,18 +352,28 @@ def _model(c: _Checker, m: Any, i: int) -> ProfiledModel:
     p = f"models[{i}]"
     names = {f.name for f in fields(ProfiledModel)}
     m = c.obj(m, p, names - {"notes"}, {"notes"})
-    if not isinstance(m["architecture"], dict):
-        raise c.fail(f"{p}.architecture", f"expected an object, got {_kind(m['architecture'])}")
+    arch = m["architecture"]
+    if not isinstance(arch, dict):
+        raise c.fail(f"{p}.architecture", f"expected an object, got {_kind(arch)}")
+    c.shallow(arch, f"{p}.architecture")
+    for key, (low, high) in ARCH_LIMITS.items():
+        if key in arch:
+            c.integer(arch[key], f"{p}.architecture.{key}", minimum=low, maximum=high)
+    if "tie_word_embeddings" in arch:
+        c.boolean(arch["tie_word_embeddings"], f"{p}.architecture.tie_word_embeddings")
     layers = m["layers_run"]
     if not isinstance(layers, list) or not layers:
         raise c.fail(f"{p}.layers_run", "expected a non-empty list of layer counts")
-    layers_run = [c.integer(n, f"{p}.layers_run[{j}]", minimum=1) for j, n in enumerate(layers)]
-    num_layers = c.integer(m["num_layers"], f"{p}.num_layers", minimum=1)
+    most = ARCH_LIMITS["num_layers"][1]
+    layers_run = [
+        c.integer(n, f"{p}.layers_run[{j}]", minimum=1, maximum=most) for j, n in enumerate(layers)
+    ]
+    num_layers = c.integer(m["num_layers"], f"{p}.num_layers", minimum=1, maximum=most)
     if max(layers_run) > num_layers:
         raise c.fail(f"{p}.layers_run", f"{max(layers_run)} exceeds num_layers {num_layers}")
     return ProfiledModel(
-        id=c.string(m["id"], f"{p}.id", nonempty=True),
-        architecture=dict(m["architecture"]),
+        id=c.ident(m["id"], f"{p}.id"),
+        architecture=dict(arch),
         layers_run=layers_run,
         num_layers=num_layers,
         extrapolated=c.boolean(m["extrapolated"], f"{p}.extrapolated"),
@@ -292,21 +396,27 @@ def _measurement(c: _Checker, r: Any, i: int, models: set[str], row: int | None)
     unknown = sorted(set(r) - set(MEASUREMENT_COLUMNS))
     if unknown:
         raise c.fail(f"{p}.{unknown[0]}", "is not a measurement column", row)
-    model = r["model"]
-    if model not in models:
-        raise c.fail(f"{p}.model", f"{model!r} is not one of the profile's models", row)
+    model = c.ident(r["model"], f"{p}.model", models, row)
     status = r["status"]
-    if status not in STATUSES:
-        raise c.fail(f"{p}.status", f"{status!r} is not one of {', '.join(STATUSES)}", row)
+    if not isinstance(status, str) or status not in STATUSES:
+        shown = repr(status)[:80]
+        raise c.fail(f"{p}.status", f"{shown} is not one of {', '.join(STATUSES)}", row)
     if not isinstance(r["extrapolated"], bool):
-        raise c.fail(f"{p}.extrapolated", f"expected true or false, got {r['extrapolated']!r}", row)
+        shown = repr(r["extrapolated"])[:80]
+        raise c.fail(f"{p}.extrapolated", f"expected true or false, got {shown}", row)
     out = {
         "model": model,
-        "batch": c.integer(r["batch"], f"{p}.batch", minimum=1, row=row),
-        "query_len": c.integer(r["query_len"], f"{p}.query_len", minimum=1, row=row),
-        "context_len": c.integer(r["context_len"], f"{p}.context_len", row=row),
+        "batch": c.integer(r["batch"], f"{p}.batch", minimum=1, maximum=MAX_BATCH, row=row),
+        "query_len": c.integer(
+            r["query_len"], f"{p}.query_len", minimum=1, maximum=MAX_TOKENS, row=row
+        ),
+        "context_len": c.integer(r["context_len"], f"{p}.context_len", maximum=MAX_TOKENS, row=row),
         "repeats": c.integer(
-            r["repeats"], f"{p}.repeats", minimum=1 if status == "ok" else 0, row=row
+            r["repeats"],
+            f"{p}.repeats",
+            minimum=1 if status == "ok" else 0,
+            maximum=MAX_COUNT,
+            row=row,
         ),
         "peak_bytes": c.integer(r["peak_bytes"], f"{p}.peak_bytes", row=row),
         "status": status,
@@ -319,7 +429,8 @@ def _measurement(c: _Checker, r: Any, i: int, models: set[str], row: int | None)
         elif value is None:
             raise c.fail(f"{p}.{name}", "is null but the status is 'ok'", row)
         else:
-            out[name] = c.number(value, f"{p}.{name}", row=row)
+            low = MIN_STEP_MS if name == "median_ms" else 0.0
+            out[name] = c.number(value, f"{p}.{name}", minimum=low, maximum=MAX_STEP_MS, row=row)
     if status == "ok":
         lo, mid, hi = out["p10_ms"], out["median_ms"], out["p90_ms"]
         tol = _ORDER_TOL * max(hi, 1.0)
@@ -335,16 +446,21 @@ def _loop_row(c: _Checker, r: Any, i: int, models: set[str]) -> dict:
     r = c.obj(r, p, set(LOOP_COLUMNS), set())
     out: dict[str, Any] = {}
     for key in ("draft", "target"):
-        if r[key] not in models:
-            raise c.fail(f"{p}.{key}", f"{r[key]!r} is not one of the profile's models")
-        out[key] = r[key]
+        out[key] = c.ident(r[key], f"{p}.{key}", models)
     if out["draft"] == out["target"]:
         raise c.fail(f"{p}.draft", "must differ from the target")
-    for key in ("batch", "position", "query_len", "repeats"):
-        out[key] = c.integer(r[key], f"{p}.{key}", minimum=1)
-    out["context_len"] = c.integer(r["context_len"], f"{p}.context_len")
+    limits = {
+        "batch": MAX_BATCH,
+        "position": MAX_LOOP_POSITION,
+        "query_len": MAX_TOKENS,
+        "repeats": MAX_COUNT,
+    }
+    for key, most in limits.items():
+        out[key] = c.integer(r[key], f"{p}.{key}", minimum=1, maximum=most)
+    out["context_len"] = c.integer(r["context_len"], f"{p}.context_len", maximum=MAX_TOKENS)
     for key in _LATENCIES:
-        out[key] = c.number(r[key], f"{p}.{key}")
+        low = MIN_STEP_MS if key == "median_ms" else 0.0
+        out[key] = c.number(r[key], f"{p}.{key}", minimum=low, maximum=MAX_STEP_MS)
     lo, mid, hi = out["p10_ms"], out["median_ms"], out["p90_ms"]
     if not lo - _ORDER_TOL * max(hi, 1.0) <= mid <= hi + _ORDER_TOL * max(hi, 1.0):
         raise c.fail(f"{p}.median_ms", f"{mid} must lie between p10_ms {lo} and p90_ms {hi}")
@@ -354,6 +470,10 @@ def _loop_row(c: _Checker, r: Any, i: int, models: set[str]) -> dict:
 def _loop_rows(c: _Checker, raw: Any, models: set[str]) -> list[dict]:
     if not isinstance(raw, list):
         raise c.fail("draft_in_loop", f"expected a list of rows, got {_kind(raw)}")
+    if len(raw) > MAX_MEASUREMENTS:
+        raise c.fail(
+            "draft_in_loop", f"{len(raw):,} rows; a profile holds at most {MAX_MEASUREMENTS:,}"
+        )
     rows, seen = [], {}
     for i, r in enumerate(raw):
         row = _loop_row(c, r, i, models)
@@ -362,7 +482,27 @@ def _loop_rows(c: _Checker, raw: Any, models: set[str]) -> list[dict]:
             raise c.fail(f"draft_in_loop[{i}]", f"repeats the point of draft_in_loop[{seen[key]}]")
         seen[key] = i
         rows.append(row)
+    _check_grid(c, rows, ("draft", "target"), ("batch", "context_len", "position"), "draft_in_loop")
     return rows
+
+
+def _check_grid(c: _Checker, rows: list[dict], group: tuple, axes: tuple, path: str) -> None:
+    """Refuse rows whose distinct axis values span more than MAX_GRID_CELLS points."""
+    spans: dict[tuple, list[set]] = {}
+    for r in rows:
+        sets = spans.setdefault(tuple(r[g] for g in group), [set() for _ in axes])
+        for values, axis in zip(sets, axes, strict=True):
+            values.add(r[axis])
+    for key, sets in spans.items():
+        # A position axis is allocated up to its largest value, not its distinct ones.
+        sizes = [max(s) if a == "position" else len(s) for s, a in zip(sets, axes, strict=True)]
+        if math.prod(sizes) > MAX_GRID_CELLS:
+            raise c.fail(
+                path,
+                f"the rows of {' / '.join(map(str, key))} span {' x '.join(map(str, sizes))} "
+                f"distinct {' x '.join(axes)} points, more than the {MAX_GRID_CELLS:,} a "
+                "profile may hold",
+            )
 
 
 def profile_from_dict(d: dict, name: str = "", *, csv_rows: list[int] | None = None) -> Profile:
@@ -397,6 +537,10 @@ def profile_from_dict(d: dict, name: str = "", *, csv_rows: list[int] | None = N
     raw_rows = d["measurements"]
     if not isinstance(raw_rows, list):
         raise c.fail("measurements", f"expected a list of rows, got {_kind(raw_rows)}")
+    if len(raw_rows) > MAX_MEASUREMENTS:
+        raise c.fail(
+            "measurements", f"{len(raw_rows):,} rows; a profile holds at most {MAX_MEASUREMENTS:,}"
+        )
     rows = []
     seen: dict[tuple, int] = {}
     for i, r in enumerate(raw_rows):
@@ -409,6 +553,7 @@ def profile_from_dict(d: dict, name: str = "", *, csv_rows: list[int] | None = N
             )
         seen[key] = i
         rows.append(row)
+    _check_grid(c, rows, ("model",), ("batch", "query_len", "context_len"), "measurements")
     loop = _loop_rows(c, d.get("draft_in_loop", []), set(ids))
     return Profile(
         schema=SCHEMA,
@@ -458,15 +603,19 @@ def _read_source(source: str | Path | bytes, name: str) -> tuple[bytes, str, str
         path = Path(source)
         name = name or str(path)
         try:
+            if path.is_dir():
+                raise InputError("is a folder; give a profile file (.json or .csv)", file=name)
             size = path.stat().st_size
+            if size > MAX_PROFILE_BYTES:
+                raise InputError(
+                    f"{size} bytes is larger than the {MAX_PROFILE_BYTES} bytes a profile may have",
+                    file=name,
+                )
+            data = path.read_bytes()
         except FileNotFoundError:
             raise InputError("file not found", file=name) from None
-        if size > MAX_PROFILE_BYTES:
-            raise InputError(
-                f"{size} bytes is larger than the {MAX_PROFILE_BYTES} bytes a profile may have",
-                file=name,
-            )
-        data = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot be read ({exc.strerror or exc})", file=name) from None
         hint = path.suffix.lower().lstrip(".")
     if len(data) > MAX_PROFILE_BYTES:
         raise InputError(
@@ -490,12 +639,41 @@ def load_profile(source: str | Path | bytes, *, name: str = "") -> Profile:
     if not stripped:
         raise InputError("is empty; expected a JSON or CSV profile", file=name)
     if hint == "json" or (not hint and stripped.startswith("{")):
-        try:
-            parsed = json.loads(text)
-        except (json.JSONDecodeError, ValueError) as exc:
-            raise InputError(f"not valid JSON ({exc})", file=name) from None
-        return profile_from_dict(parsed, name)
+        return profile_from_dict(_json(text, name), name)
     return _from_csv(text, name)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _json(text: str, name: str, *, field: str = "", row: int | None = None) -> Any:
+    """Parsed JSON; a key given twice in one object is refused, not overwritten."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise InputError(
+            f"the key {str(exc)[:80]!r} appears twice in one object",
+            file=name,
+            row=row,
+            field=field,
+        ) from None
+    except RecursionError:
+        raise InputError(
+            "nests objects or lists too deeply to be a profile", file=name, row=row, field=field
+        ) from None
+    except (json.JSONDecodeError, ValueError) as exc:
+        what = "header value is not valid JSON" if field else "not valid JSON"
+        raise InputError(f"{what} ({exc})", file=name, row=row, field=field) from None
 
 
 def _csv_value(text: str | None, column: str) -> Any:
@@ -526,14 +704,13 @@ def _from_csv(text: str, name: str) -> Profile:
         if not line:
             continue
         key, sep, value = line.partition(":")
+        key = key.strip()
         if not sep:
             raise InputError(f"header line {n} is not '# key: value'", file=name, row=n)
-        try:
-            header[key.strip()] = json.loads(value)
-        except (json.JSONDecodeError, ValueError) as exc:
-            raise InputError(
-                f"header value is not valid JSON ({exc})", file=name, row=n, field=key.strip()
-            ) from None
+        if key in header or key == "measurements":
+            why = "appears twice" if key in header else "is the table below the header lines"
+            raise InputError(f"header key {why}", file=name, row=n, field=key[:80])
+        header[key] = _json(value, name, field=key[:80], row=n)
     if "schema" not in header:
         raise InputError(
             f"no '# schema: \"{SCHEMA}\"' header line; a CSV profile starts with the '# key:"
@@ -542,15 +719,42 @@ def _from_csv(text: str, name: str) -> Profile:
             field="schema",
         )
     reader = csv.DictReader(io.StringIO("".join(lines[n:])))
-    columns = reader.fieldnames or []
+    try:
+        columns = reader.fieldnames or []
+    except csv.Error as exc:
+        raise InputError(f"not a readable CSV table ({exc})", file=name) from None
+    for i, col in enumerate(columns):
+        if col in columns[:i]:
+            raise InputError("column appears twice", file=name, row=n + 1, field=col[:80])
+        if col not in MEASUREMENT_COLUMNS:
+            raise InputError(
+                f"is not a measurement column (expected {', '.join(MEASUREMENT_COLUMNS)})",
+                file=name,
+                row=n + 1,
+                field=col[:80],
+            )
     missing = [col for col in MEASUREMENT_COLUMNS if col not in columns]
     if missing:
         raise InputError("column is missing", file=name, row=n + 1, field=missing[0])
     rows, line_numbers = [], []
     try:
         for record in reader:
-            rows.append({k: _csv_value(v, k) for k, v in record.items() if k is not None})
-            line_numbers.append(n + reader.line_num)
+            line = n + reader.line_num
+            if None in record:
+                raise InputError(
+                    f"has more values than the {len(columns)} columns of the header",
+                    file=name,
+                    row=line,
+                )
+            if len(rows) >= MAX_MEASUREMENTS:
+                raise InputError(
+                    f"more than {MAX_MEASUREMENTS:,} rows; a profile holds at most that many",
+                    file=name,
+                    row=line,
+                    field="measurements",
+                )
+            rows.append({k: _csv_value(v, k) for k, v in record.items()})
+            line_numbers.append(line)
     except csv.Error as exc:
         raise InputError(f"not a readable CSV table ({exc})", file=name) from None
     header["measurements"] = rows

@@ -150,7 +150,7 @@ def test_negative_latency_names_the_row_and_field():
     err = _error(doc)
     assert err.field == "measurements[3].median_ms"
     assert "measurements[3].median_ms" in str(err)
-    assert "-1.0 must be >= 0" in str(err)
+    assert "-1.0 must be >= 1e-06" in str(err)
 
 
 def test_nan_latency_in_an_ok_row_is_rejected():
@@ -193,7 +193,7 @@ def test_missing_field_is_named(path, expected):
     [
         (lambda d: d["measurements"][0].update(model="other"), "measurements[0].model", "other"),
         (lambda d: d["measurements"][0].update(status="done"), "measurements[0].status", "done"),
-        (lambda d: d["measurements"][1].update(batch=0), "measurements[1].batch", ">= 1"),
+        (lambda d: d["measurements"][1].update(batch=0), "measurements[1].batch", "in 1.."),
         (lambda d: d["measurements"][1].update(batch=1.5), "measurements[1].batch", "whole"),
         (lambda d: d["measurements"][0].update(p10_ms=9.0), "measurements[0].median_ms", "p10"),
         (lambda d: d["measurements"][0].update(extra=1), "measurements[0].extra", "not a"),
@@ -261,7 +261,7 @@ def test_csv_errors_name_the_line_and_field():
     assert info.value.field == "peak_bytes"
 
 
-_latency = st.floats(min_value=0.0, max_value=1e5, allow_nan=False, allow_infinity=False)
+_latency = st.floats(min_value=1e-3, max_value=1e5, allow_nan=False, allow_infinity=False)
 
 
 @settings(max_examples=30, deadline=None)
@@ -328,9 +328,9 @@ def test_draft_in_loop_round_trips_through_json_and_csv(tmp_path):
     [
         (lambda r: r.update(draft="nope"), "draft_in_loop[1].draft", "not one of the profile"),
         (lambda r: r.update(draft="tiny"), "draft_in_loop[1].draft", "must differ"),
-        (lambda r: r.update(median_ms=-1.0), "draft_in_loop[1].median_ms", ">= 0"),
+        (lambda r: r.update(median_ms=-1.0), "draft_in_loop[1].median_ms", ">= 1e-06"),
         (lambda r: r.update(median_ms=9.0), "draft_in_loop[1].median_ms", "between"),
-        (lambda r: r.update(position=0), "draft_in_loop[1].position", ">= 1"),
+        (lambda r: r.update(position=0), "draft_in_loop[1].position", "in 1..64"),
         (lambda r: r.pop("query_len"), "draft_in_loop[1].query_len", "missing"),
         (lambda r: r.update(position=1), "draft_in_loop[1]", "repeats"),
     ],
@@ -341,3 +341,62 @@ def test_bad_draft_in_loop_rows_are_named(mutate, field, words):
     err = _error(doc)
     assert err.field == field
     assert words in str(err)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda d: d["measurements"][0].update(model=[]), "measurements[0].model"),
+        (lambda d: d["measurements"][0].update(batch=1e20), "measurements[0].batch"),
+        (lambda d: d["measurements"][0].update(batch=2**63), "measurements[0].batch"),
+        (lambda d: d["measurements"][0].update(context_len=10**300), "measurements[0].context_len"),
+        (lambda d: d["measurements"][0].update(median_ms=0, p10_ms=0), "measurements[0].median_ms"),
+        (lambda d: d["models"][0].update(id="a after b"), "models[0].id"),
+        (lambda d: d["models"][0]["architecture"].update(hidden_size=1e30), "hidden_size"),
+        (lambda d: d["device"].update(nvml={"a": [[[[[[[[[[1]]]]]]]]]]}), "device.nvml"),
+    ],
+    ids=[
+        "model-list",
+        "batch-1e20",
+        "batch-2^63",
+        "context-1e300",
+        "median-0",
+        "id",
+        "arch",
+        "nvml",
+    ],
+)
+def test_fuzz_findings_are_refused_by_field(mutate, field):
+    """Inputs the fuzz suite found breaking the loader (issue 11): each refused, by field."""
+    doc = _doc()
+    mutate(doc)
+    with pytest.raises(InputError) as err:
+        load_profile(json.dumps(doc).encode(), name="bad.json")
+    assert field in err.value.field
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[" * 100_000,
+        b'{"schema": "specplan.profile/v1", "schema": "specplan.profile/v1"}',
+    ],
+)
+def test_deep_nesting_and_repeated_keys_are_refused(data):
+    with pytest.raises(InputError):
+        load_profile(data, name="bad.json")
+
+
+def test_csv_repeated_column_and_extra_value_are_refused(tmp_path):
+    p = profile_from_dict(_doc())
+    text = profile_to_csv(p)
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if not line.startswith("#"))
+    doubled = [*lines[:at], lines[at] + ",batch", *(line + ",1" for line in lines[at + 1 :])]
+    with pytest.raises(InputError, match="twice"):
+        load_profile("\n".join(doubled).encode(), name="bad.csv")
+    extra = [*lines[: at + 1], lines[at + 1] + ",1", *lines[at + 2 :]]
+    with pytest.raises(InputError, match="more values"):
+        load_profile("\n".join(extra).encode(), name="bad.csv")
+    with pytest.raises(InputError, match="folder"):
+        load_profile(tmp_path)

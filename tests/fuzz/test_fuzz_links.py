@@ -1,0 +1,65 @@
+"""Fuzz the dashboard's readers of a link's query parameters, as pure functions: each
+parameter is taken in range or reported (`link_problems`), never passed on to an input
+that would stop the page."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.widgets import (
+    LINK_K_VALUES,
+    LINK_NUMBERS,
+    alpha_from_param,
+    link_problems,
+    positions_from_param,
+)
+from tests.fuzz.harness import FUZZ, nasty_text, run_case
+
+KEYS = [*LINK_NUMBERS, "k", "pos", "acceptance_rate", "target"]
+VALUE = nasty_text() | st.sampled_from(["best", "16", "0.9", "0.5_0.4", "1;0.9;0.8", "4096", "abc"])
+
+
+class Refused(Exception):
+    """A parameter reported by link_problems (its message names the key)."""
+
+
+def _read(params: dict[str, str]):
+    problems = link_problems(params)
+    kept = {k: v for k, v in params.items() if k not in problems}
+    for key, (low, high, whole) in LINK_NUMBERS.items():
+        if key in kept:
+            # What the pages do with a kept value: int() or float() of the text.
+            number = int(kept[key]) if whole else float(kept[key])
+            assert math.isfinite(number) and low <= number <= high, (key, kept[key])
+    if "k" in kept:
+        assert kept["k"] in LINK_K_VALUES
+        if kept["k"] != "best":
+            int(kept["k"])
+    alpha = alpha_from_param(params.get("acceptance_rate"))
+    assert alpha is None or 0 <= alpha <= 1
+    pos = positions_from_param(params["pos"]) if "pos" in params else None
+    if pos is not None:
+        rates = [float(r) for r in pos.split(";")]
+        assert all(0 <= r <= 1 for r in rates) and rates == sorted(rates, reverse=True)
+    if problems:
+        raise Refused("; ".join(f"{k}: {why}" for k, why in problems.items()))
+    return kept
+
+
+def _named(exc: BaseException) -> None:
+    assert any(f"{k}:" in str(exc) for k in KEYS), exc
+
+
+@FUZZ
+@given(params=st.dictionaries(st.sampled_from(KEYS), VALUE, max_size=5))
+def test_link_parameters(params):
+    run_case("query_params", lambda: _read(params), refusals=(Refused,), refusal_check=_named)
+
+
+@FUZZ
+@given(value=st.lists(VALUE, max_size=40).map("_".join) | VALUE)
+def test_link_positions(value):
+    run_case("query_params", lambda: _read({"pos": value}))

@@ -1,0 +1,214 @@
+"""Fuzz the scenario table (`python -m simulator predict --in`, and `predict` on a frame as
+the dashboard's editor passes it) and the sweep flags (`python -m simulator sweep`).
+
+These parsers live in simulator/scenarios.py, simulator/sweep.py and simulator/__main__.py;
+a failure here names the input, and the assertion says what was wrong with the result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulator.__main__ import main
+from simulator.predict import predict
+from tests.fuzz.harness import FUZZ, NASTY_NUMBERS, check_predictions, nasty_text, run_case, warm
+
+TMP = Path(tempfile.mkdtemp(prefix="specplan-fuzz-scenarios-"))
+BASE = [
+    [
+        "target",
+        "method",
+        "draft",
+        "gpu",
+        "num_gpus",
+        "k",
+        "acceptance_rate",
+        "batch_size",
+        "prompt_len",
+        "output_len",
+    ],
+    [
+        "llama-3.3-70b",
+        "draft_model",
+        "llama-3.2-1b",
+        "h100-sxm",
+        "4",
+        "5",
+        "0.7",
+        "8",
+        "1024",
+        "256",
+    ],
+    ["llama-3.1-8b", "eagle", "", "h100-sxm", "1", "3", "0.75", "1", "512", "128"],
+    ["llama-3.1-8b", "none", "", "l4", "1", "", "", "4", "256", "64"],
+    ["llama-3.1-8b", "ngram", "", "a100-80gb", "2", "4", "0.6", "16", "2048", "512"],
+]
+EXTRA_COLUMNS = [
+    "acceptance_per_position",
+    "verify_tokens",
+    "gpu_hourly_usd",
+    "kv_dtype",
+    "weight_dtype",
+]
+
+
+class CliRefused(Exception):
+    """Exit status 2 with an error line."""
+
+
+def _cli(argv: list[str]) -> pd.DataFrame:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            rc = main(argv)
+        except SystemExit as exc:  # argparse refuses a flag
+            rc = exc.code
+    if rc == 2:
+        raise CliRefused(err.getvalue().strip())
+    assert rc == 0, f"exit status {rc}: {err.getvalue()[-300:]}"
+    return pd.read_csv(argv[argv.index("--out") + 1])
+
+
+def _named(exc: BaseException) -> None:
+    text = str(exc)
+    names = ("field '", "argument --", "row ", "--", ".csv")
+    assert "error" in text and any(n in text for n in names), text
+
+
+def _csv(rows) -> str:
+    import csv
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return buf.getvalue()
+
+
+def _predict_cli(text: str):
+    src, out = TMP / "in.csv", TMP / "out.csv"
+    src.write_text(text, encoding="utf-8", errors="surrogatepass")
+    return _cli(["predict", "--in", str(src), "--out", str(out)])
+
+
+warm(lambda: _predict_cli(_csv(BASE)))
+
+
+@FUZZ
+@given(
+    kind=st.sampled_from(
+        ["cell", "cell", "cell", "new_column", "header_space", "header_typo", "extra_value"]
+    ),
+    row=st.integers(0, 100),
+    col=st.integers(0, 100),
+    text=nasty_text(),
+    extra=st.sampled_from(EXTRA_COLUMNS),
+)
+def test_scenario_csv(kind, row, col, text, extra):
+    rows = [list(r) for r in BASE]
+    i, j = 1 + row % (len(rows) - 1), col % len(rows[0])
+    if kind == "cell":
+        rows[i][j] = text
+    elif kind == "new_column":
+        rows[0].append(extra)
+        for r in rows[1:]:
+            r.append("")
+        rows[i][-1] = text
+    elif kind == "header_space":
+        rows[0].append(" " + rows[0][j])
+        for r in rows[1:]:
+            r.append(r[j])
+    elif kind == "header_typo":
+        rows[0][j] = rows[0][j][:-1] + "x"
+    else:
+        rows[i].append(text)
+    body = _csv(rows)
+    run_case(
+        "scenario_csv",
+        lambda: _predict_cli(body),
+        check_predictions,
+        refusals=(CliRefused,),
+        refusal_check=_named,
+    )
+
+
+@FUZZ
+@given(
+    row=st.integers(0, 100),
+    column=st.sampled_from([*BASE[0], *EXTRA_COLUMNS]),
+    value=st.sampled_from(NASTY_NUMBERS) | st.sampled_from(["", "abc", "0.9;nan", "nan", None]),
+)
+def test_scenario_frame(row, column, value):
+    """A table as the dashboard's data editor hands it over: typed cells, 1e19 typed in."""
+    frame = pd.DataFrame([dict(zip(BASE[0], r, strict=True)) for r in BASE[1:]])
+    for c in ("num_gpus", "batch_size", "prompt_len", "output_len"):
+        frame[c] = frame[c].astype(int)
+    frame["k"] = pd.to_numeric(frame["k"])
+    frame["acceptance_rate"] = pd.to_numeric(frame["acceptance_rate"])
+    frame = frame.astype(object)
+    frame.loc[row % len(frame), column] = value
+    run_case("scenario_frame", lambda: predict(frame, source="editor"), check_predictions)
+
+
+SWEEP_BASE = {"--k": "2", "--alpha": "0.7", "--batch": "4"}
+SWEEP_FLAGS = ["--k", "--alpha", "--batch", "--num-gpus", "--prompt-len", "--output-len"]
+FLAG_VALUES = nasty_text() | st.sampled_from(
+    [
+        "1-8",
+        "1.5",
+        "2,4,6",
+        "1-1000000000",
+        "0.5:0.9:0.1",
+        "0:1:0",
+        "1-0",
+        "1e400",
+        "nan",
+        "inf",
+        "--k",
+        "-1",
+        "2,2",
+    ]
+)
+
+
+def _sweep(flag: str, value: str) -> pd.DataFrame:
+    argv = ["sweep", "--target", "llama-3.1-8b", "--gpu", "h100-sxm", "--method", "ngram"]
+    for f, v in {**SWEEP_BASE, flag: value}.items():
+        argv.append(f"{f}={v}")
+    out = _cli([*argv, "--out", str(TMP / "sweep.csv")])
+    check_predictions(out)
+    if flag == "--k" and "," in value:
+        asked = sorted({float(x) for x in value.split(",") if x.strip()})
+        got = sorted(set(out["k"].astype(float)))
+        assert got == asked, f"--k {value!r} ran K {got}"
+    return out
+
+
+warm(lambda: _sweep("--k", "2"))
+
+
+@FUZZ
+@given(flag=st.sampled_from(SWEEP_FLAGS), value=FLAG_VALUES)
+def test_sweep_flags(flag, value):
+    from simulator.sweep import grid_size, parse_range
+
+    if flag in ("--k", "--alpha", "--batch"):
+        # A valid grid of many points is a long run, not a hang: only its parsing is timed.
+        try:
+            n = len(parse_range(value, name=flag, most=10_001))
+        except Exception:
+            n = 0
+        if n > 10_000:
+            run_case("sweep_flags", lambda: grid_size(x=parse_range(value, name=flag, most=None)))
+            return
+    run_case(
+        "sweep_flags",
+        lambda: _sweep(flag, value),
+        refusals=(CliRefused,),
+        refusal_check=_named,
+    )
