@@ -1,8 +1,12 @@
 """Vectorised prediction against the same maths row by row, on one machine in one run.
 
-Prints scenarios per second for each path and, last, their ratio as `ratio: N x`.
-The per-row path calls the same `predict` on one-row tables: the one code path, with
-its per-call overhead paid per scenario, which is what a Python loop over scenarios costs.
+Prints scenarios per second for each path (every column; without the break-even
+acceptance, the one column a sweep seldom needs; and the rows in catalog order, where
+rows sharing target, method and GPU are priced with those figures as scalars) and, last,
+their ratio to the loop as `ratio: N x`. The per-row path calls the same `predict` on
+one-row tables: the one code path, with its per-call overhead paid per scenario, which is
+what a Python loop over scenarios costs. It is also the reference the vectorised answers
+are checked against, column by column (`same answers on the sample`).
 """
 
 from __future__ import annotations
@@ -45,29 +49,57 @@ def scenarios(n: int, seed: int = 0) -> pd.DataFrame:
     )
 
 
+def same_answers(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Every column equal: numbers to 1e-12 relative (NaN equal to NaN), text exactly."""
+    if list(a.columns) != list(b.columns) or len(a) != len(b):
+        return False
+    for c in a.columns:
+        x, y = a[c], b[c]
+        if x.dtype.kind in "fiub":
+            if not np.allclose(x.to_numpy(float), y.to_numpy(float), rtol=1e-12, equal_nan=True):
+                return False
+        elif not (x.astype(str).to_numpy() == y.astype(str).to_numpy()).all():
+            return False
+    return True
+
+
+def _rate(table: pd.DataFrame, repeats: int, **kwargs) -> tuple[float, pd.DataFrame]:
+    """Best scenarios per second of `repeats` runs (the machine is shared)."""
+    best, out = np.inf, None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = predict(table, **kwargs)
+        best = min(best, time.perf_counter() - t0)
+    return len(table) / best, out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--loop-sample", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     table = scenarios(args.n)
     predict(table.head(1000))  # warm caches (catalog load, imports)
-    t0 = time.perf_counter()
-    vec = predict(table)
-    vec_s = time.perf_counter() - t0
+    vec_rate, vec = _rate(table, args.repeats)
+    lean_rate, _ = _rate(table, args.repeats, break_even=False)
+    ordered = table.sort_values(["target", "method", "gpu"], kind="stable")
+    sorted_rate, _ = _rate(ordered, args.repeats)
     sample = table.head(args.loop_sample)
     t0 = time.perf_counter()
     rows = [predict(sample.iloc[[i]]) for i in range(len(sample))]
     loop_s = time.perf_counter() - t0
     looped = pd.concat(rows, ignore_index=True)
-    same = np.allclose(looped["speedup"], vec["speedup"].head(len(sample)))
-    vec_rate = len(table) / vec_s
+    same = same_answers(looped, vec.head(len(sample)))
     loop_rate = len(sample) / loop_s
-    print(f"vectorised: {len(table):,} scenarios in {vec_s:.3f} s = {vec_rate:,.0f} scenarios/s")
+    print(f"vectorised, every column: {len(table):,} scenarios = {vec_rate:,.0f} scenarios/s")
+    print(f"vectorised, break_even=False: {lean_rate:,.0f} scenarios/s")
+    print(f"vectorised, rows in catalog order: {sorted_rate:,.0f} scenarios/s")
     print(
-        f"per-row loop: {len(sample):,} scenarios in {loop_s:.3f} s = {loop_rate:,.0f} scenarios/s"
+        f"per-row loop: {len(sample):,} scenarios in {loop_s:.3f} s = {loop_rate:,.0f} "
+        f"scenarios/s ({1e3 / loop_rate:.1f} ms per call)"
     )
-    print(f"same answers on the sample: {same}")
+    print(f"same answers on the sample (every column, rtol 1e-12): {same}")
     print(f"ratio: {vec_rate / loop_rate:,.0f} x")
 
 

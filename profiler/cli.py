@@ -5,57 +5,83 @@ the same measurements as CSV next to it (same stem). `train-pair` trains the byt
 draft/target pair (`profiler.groundtruth.train_pair`); `validate` runs real speculative
 decoding with it against the simulator's prediction (`profiler.groundtruth.validate`);
 `serve-bench` serves Poisson arrivals with it in a continuous-batching loop against the
-request-level simulation (`profiler.groundtruth.serve_bench`). Bad flags exit with status 2
-and a message naming the flag; Ctrl-C during `run` writes what was measured so far and
-exits 130.
+request-level simulation (`profiler.groundtruth.serve_bench`).
+
+Every flag is checked against its limit (`profiler.options`) before torch is imported; a bad
+one exits with status 2 and a message naming the flag. `run` writes its files atomically (a
+temporary file in the same folder, then a rename). A finished run replaces `--out`. A run cut
+short, by Ctrl-C (exit 130) or by an error (exit 1), writes the points measured so far to
+`--out` unless the profile already there holds more points: then it is kept as it was and
+the points go next to it, to `<out stem>.partial.json` and `.csv`. A run cut short before
+its first point writes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from profiler import device as devinfo
-from profiler.inloop import profile_draft_in_loop
-from profiler.progress import Bar
-from profiler.runner import (
-    TORCH_DTYPES,
-    Grid,
-    ModelRun,
-    RunOptions,
-    build_profile,
-    loop_rows_planned,
-    plan_depths,
-    profile_model,
-)
-from simulator.errors import InputError
-from simulator.profile import DeviceInfo, profile_to_csv, profile_to_json
-from simulator.specs import ModelSpec
+from profiler import options as lim
+from profiler.options import DTYPES, RunOptions
+
+if TYPE_CHECKING:
+    import torch
+
+    from simulator.profile import DeviceInfo, Profile
+    from simulator.specs import ModelSpec
 
 # Serving-relevant grid: decode batches up to 64, K up to 8 (q = K + 1), contexts from a chat
 # turn to a long document.
 DEFAULT_BATCH = "1,2,4,8,16,32,64"
 DEFAULT_K = "1-8"
 DEFAULT_CONTEXT = "512,2048,8192"
-MAX_K = 63  # q = K + 1 <= 64 covers tree verification sizes too
+MAX_K = lim.MAX_K
+EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 _DEFAULTS = {f.name: f.default for f in fields(RunOptions)}
+# Commands whose modules import torch at the top: their flags are added only when the command
+# line names them, so `--help` and the other commands start without torch.
+GROUNDTRUTH = {
+    "train-pair": (
+        "train_pair",
+        "train the byte-level draft/target pair on the stdlib's sources",
+    ),
+    "validate": ("validate", "real speculative decoding with the pair against the simulator"),
+    "serve-bench": (
+        "serve_bench",
+        "serve Poisson arrivals with the pair in a continuous-batching loop against the "
+        "request-level simulation",
+    ),
+}
 
 
 class UsageError(ValueError):
     """A bad flag value; the message starts with the flag's name."""
 
 
-def parse_ints(text: str, flag: str, *, minimum: int, maximum: int | None = None) -> list[int]:
-    """'1,2,4' or '1-8' or '1-3,6' -> sorted unique ints; UsageError names the flag."""
+def parse_ints(
+    text: str,
+    flag: str,
+    *,
+    minimum: int,
+    maximum: int | None = None,
+    max_values: int = lim.MAX_GRID_POINTS,
+) -> list[int]:
+    """'1,2,4' or '1-8' or '1-3,6' -> sorted unique ints; UsageError names the flag.
+
+    Bounds and the number of values are checked before a range is expanded, so
+    '1-100000000000' is refused at once instead of filling memory.
+    """
     out: set[int] = set()
     for part in text.split(","):
         part = part.strip()
@@ -74,47 +100,121 @@ def parse_ints(text: str, flag: str, *, minimum: int, maximum: int | None = None
         if lo < minimum or (maximum is not None and hi > maximum):
             bound = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
             raise UsageError(f"{flag}: '{part}' is outside {bound}")
+        if hi - lo + 1 + len(out) > max_values:
+            raise UsageError(f"{flag}: more than {max_values:,} values; give at most that many")
         out.update(range(lo, hi + 1))
     if not out:
         raise UsageError(f"{flag}: no values given")
     return sorted(out)
 
 
+def _whole(low: int, high: int, why: str = "") -> Callable[[str], int]:
+    """An argparse type: a whole number in low..high; the error names the limit."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"'{text}' is not a whole number; give one in {low}..{high}"
+            ) from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} must be >= {low}")
+        if value > high:
+            raise argparse.ArgumentTypeError(
+                f"{value} is above the limit {high}" + (f" ({why})" if why else "")
+            )
+        return value
+
+    return parse
+
+
+def _seconds(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds in low..high."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+        if not low <= value <= high:  # also refuses nan
+            raise argparse.ArgumentTypeError(
+                f"{value} is outside {low:g}..{high:g} seconds (the limit is {high:g})"
+            )
+        return value
+
+    return parse
+
+
 def _add_grid_flags(p: argparse.ArgumentParser) -> None:
+    cpus, cores = lim.max_threads(), devinfo.physical_cores()
     p.add_argument("--target", required=True, help="model id from the catalog (data/models.csv)")
     p.add_argument("--models-csv", type=Path, help="a model catalog to use instead of data/")
-    p.add_argument("--dtype", choices=sorted(TORCH_DTYPES), default=_DEFAULTS["dtype"])
-    p.add_argument("--batch", default=DEFAULT_BATCH, help=f"batch sizes (default {DEFAULT_BATCH})")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default=_DEFAULTS["dtype"])
+    p.add_argument(
+        "--batch",
+        default=DEFAULT_BATCH,
+        help=f"batch sizes, 1..{lim.MAX_BATCH} (default {DEFAULT_BATCH})",
+    )
     p.add_argument(
         "--k",
         default=DEFAULT_K,
-        help=f"speculative lengths K; verification runs q = K+1, decode q = 1 (default {DEFAULT_K})",
+        help=f"speculative lengths K, 1..{MAX_K}; verification runs q = K+1, decode q = 1 "
+        f"(default {DEFAULT_K})",
     )
     p.add_argument(
-        "--context", default=DEFAULT_CONTEXT, help=f"context lengths (default {DEFAULT_CONTEXT})"
+        "--context",
+        default=DEFAULT_CONTEXT,
+        help=f"context lengths, 0..{lim.MAX_CONTEXT} and at most the model's window "
+        f"(default {DEFAULT_CONTEXT}); the grid may hold {lim.MAX_GRID_POINTS:,} points per "
+        "model",
     )
     p.add_argument(
-        "--repeats", type=int, default=_DEFAULTS["repeats"], help="timed steps, at least"
+        "--repeats",
+        type=_whole(1, lim.MAX_REPEATS, "the timer stops every point there"),
+        default=_DEFAULTS["repeats"],
+        help=f"timed steps per point, at least; 1..{lim.MAX_REPEATS} "
+        f"(default {_DEFAULTS['repeats']})",
     )
-    p.add_argument("--warmup", type=int, default=_DEFAULTS["warmup"], help="untimed steps first")
+    p.add_argument(
+        "--warmup",
+        type=_whole(0, lim.MAX_WARMUP),
+        default=_DEFAULTS["warmup"],
+        help=f"untimed steps first, 0..{lim.MAX_WARMUP} (default {_DEFAULTS['warmup']})",
+    )
     p.add_argument(
         "--min-time",
-        type=float,
+        type=_seconds(0.0, lim.MAX_MIN_TIME_S),
         default=_DEFAULTS["min_time_s"],
-        help="seconds of timed steps per point, at least",
+        help=f"seconds of timed steps per point, at least; 0..{lim.MAX_MIN_TIME_S:g} "
+        f"(default {_DEFAULTS['min_time_s']})",
     )
-    p.add_argument("--threads", type=int, help="CPU threads for torch (recorded in the profile)")
+    p.add_argument(
+        "--threads",
+        type=_whole(1, cpus, "the CPUs this process may use"),
+        help=f"CPU threads for torch, 1..{cpus} (default: the {cores} physical cores; "
+        "recorded in the profile)",
+    )
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument(
         "--no-cuda-graphs",
         action="store_true",
         help="time eager steps instead of CUDA graph replays",
     )
-    p.add_argument("--seed", type=int, default=_DEFAULTS["seed"])
+    p.add_argument(
+        "--seed", type=_whole(0, lim.MAX_SEED), default=_DEFAULTS["seed"], help="0..2^32-1"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def make_parser() -> argparse.ArgumentParser:
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand a command line names (the first word that is not an option)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def make_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser. The ground-truth commands' flags are added only for `command`, the
+    one the command line names: their modules import torch."""
     parser = argparse.ArgumentParser(prog="python -m profiler", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="profile models and write a profile file")
@@ -129,10 +229,16 @@ def make_parser() -> argparse.ArgumentParser:
         "--out",
         type=Path,
         help="profile file (.json); the CSV goes next to it "
-        "(default profiles/<device>/<target>[+<draft>].json)",
+        "(default profiles/<device>/<target>[+<draft>].json). Written atomically; a run cut "
+        "short (Ctrl-C, an error) never replaces a profile holding more points: it writes "
+        "<stem>.partial.json beside it instead",
     )
     run.add_argument("--depths", help="run only these depths and extrapolate, e.g. 1,2,4")
-    run.add_argument("--max-layers", type=int, help="extrapolate models deeper than this")
+    run.add_argument(
+        "--max-layers",
+        type=_whole(1, lim.MAX_DEPTH),
+        help=f"extrapolate models deeper than this, 1..{lim.MAX_DEPTH}",
+    )
     info = sub.add_parser("info", help="print the device the profiler would use")
     info.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     info.set_defaults(parser=info)
@@ -143,32 +249,40 @@ def make_parser() -> argparse.ArgumentParser:
     _add_grid_flags(check)
     check.add_argument("--depths", default="1,2,4", help="depths to fit the line on")
     check.set_defaults(parser=check)
-    from profiler.groundtruth import serve_bench, train_pair, validate
+    for name, (module_name, text) in GROUNDTRUTH.items():
+        p = sub.add_parser(name, help=text)
+        p.set_defaults(parser=p)
+        if name == command:
+            import importlib
 
-    pair = sub.add_parser(
-        "train-pair", help="train the byte-level draft/target pair on the stdlib's sources"
-    )
-    train_pair.add_arguments(pair)
-    pair.set_defaults(parser=pair)
-    val = sub.add_parser(
-        "validate", help="real speculative decoding with the pair against the simulator"
-    )
-    validate.add_arguments(val)
-    val.set_defaults(parser=val)
-    bench = sub.add_parser(
-        "serve-bench",
-        help="serve Poisson arrivals with the pair in a continuous-batching loop against "
-        "the request-level simulation",
-    )
-    serve_bench.add_arguments(bench)
-    bench.set_defaults(parser=bench)
+            importlib.import_module(f"profiler.groundtruth.{module_name}").add_arguments(p)
     return parser
 
 
+def _prepare_torch() -> None:
+    """Before torch loads OpenMP, on a busy machine only: idle OpenMP threads sleep instead
+    of spinning (unless the environment says otherwise). A spinning thread holds a core that
+    the thread it waits for needs: on the 2-core VM at load 2-5, spinning made 2 threads 2-4x
+    slower than sleeping. On an idle machine spinning is what engines get, and sleeping
+    added 40% to microsecond-scale steps, so it stays the default there."""
+    busy = devinfo.busy_note(devinfo.load_average(), lim.cpu_count())
+    if busy and "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def default_threads() -> int:
+    """Torch threads when --threads is not given: the physical cores this process may use."""
+    return devinfo.physical_cores()
+
+
 def resolve_device(choice: str, threads: int | None = None) -> tuple[torch.device, DeviceInfo]:
-    """The torch device and its description; UsageError names --device when cuda is missing."""
-    if threads:
-        torch.set_num_threads(threads)
+    """The torch device and its description, with torch's CPU threads pinned to `threads`
+    (default: the physical cores); UsageError names --device when cuda is missing."""
+    _prepare_torch()
+    import torch
+
+    threads = threads or default_threads()
+    torch.set_num_threads(threads)
     reason = devinfo.cuda_reason()
     if choice == "cuda" and reason:
         raise UsageError(f"--device: cuda was asked for but {reason}")
@@ -186,6 +300,7 @@ def resolve_device(choice: str, threads: int | None = None) -> tuple[torch.devic
 
 def _catalog(path: Path | None) -> dict[str, ModelSpec]:
     from simulator.catalog import default_models, load_models
+    from simulator.errors import InputError
 
     try:
         return load_models(path) if path else default_models()
@@ -200,10 +315,14 @@ def _lookup(catalog: dict[str, ModelSpec], ident: str, flag: str) -> ModelSpec:
     return catalog[ident]
 
 
+def _contexts(text: str) -> list[int]:
+    return parse_ints(text, "--context", minimum=0, maximum=lim.MAX_CONTEXT)
+
+
 def check_contexts(text: str, specs: list[ModelSpec]) -> None:
     """Refuse a --context (tokens) above a model's max_position_embeddings; a catalog row
     without one (0) is not checked."""
-    longest = max(parse_ints(text, "--context", minimum=0))
+    longest = max(_contexts(text))
     for spec in specs:
         limit = spec.max_position_embeddings
         if limit and longest > limit:
@@ -231,23 +350,42 @@ def check_out(out: Path) -> None:
         raise UsageError(f"--out: no permission to write in '{folder}'")
 
 
-def _setup(args: argparse.Namespace) -> tuple[Grid, RunOptions, DeviceInfo]:
-    batches = parse_ints(args.batch, "--batch", minimum=1)
+def grid_values(args: argparse.Namespace) -> tuple[list[int], list[int], list[int]]:
+    """(batches, ks, contexts) of the grid flags, checked against their limits and the grid
+    against MAX_GRID_POINTS (and MAX_LOOP_ROWS with --draft); no torch, no catalog."""
+    batches = parse_ints(args.batch, "--batch", minimum=1, maximum=lim.MAX_BATCH)
     ks = parse_ints(args.k, "--k", minimum=1, maximum=MAX_K)
-    contexts = parse_ints(args.context, "--context", minimum=0)
-    for flag, value, minimum in (
-        ("--repeats", args.repeats, 1),
-        ("--warmup", args.warmup, 0),
-        ("--threads", args.threads, 1),
-        ("--max-layers", getattr(args, "max_layers", None), 1),
-    ):
-        if value is not None and value < minimum:
-            raise UsageError(f"{flag}: {value} must be >= {minimum}")
-    if not args.min_time >= 0:
-        raise UsageError(f"--min-time: {args.min_time} must be >= 0")
+    contexts = _contexts(args.context)
+    points = len(batches) * (len(ks) + 1) * len(contexts)
+    if points > lim.MAX_GRID_POINTS:
+        raise UsageError(
+            f"--batch, --k, --context: {len(batches)} batches x {len(ks) + 1} query lengths x "
+            f"{len(contexts)} contexts = {points:,} points per model; the limit is "
+            f"{lim.MAX_GRID_POINTS:,}"
+        )
+    rows = len(batches) * len(contexts) * max(ks)
+    if getattr(args, "draft", None) and rows > lim.MAX_LOOP_ROWS:
+        raise UsageError(
+            f"--draft: {len(batches)} batches x {len(contexts)} contexts x K up to {max(ks)} "
+            f"= {rows:,} draft-in-loop rows; the limit is {lim.MAX_LOOP_ROWS:,}"
+        )
+    return batches, ks, contexts
+
+
+def _depths(args: argparse.Namespace) -> tuple[int, ...] | None:
+    text = getattr(args, "depths", None)
+    if not text:
+        return None
+    return tuple(parse_ints(text, "--depths", minimum=1, maximum=lim.MAX_DEPTH))
+
+
+def _setup(args: argparse.Namespace) -> tuple:
+    """(Grid, RunOptions, DeviceInfo) of checked flags; imports torch, pins its threads."""
+    batches, ks, contexts = grid_values(args)
     device, info = resolve_device(args.device, args.threads)
+    from profiler.runner import Grid
+
     grid = Grid(tuple(batches), tuple([1] + [k + 1 for k in ks]), tuple(contexts))
-    depths = getattr(args, "depths", None)
     opts = RunOptions(
         device=device,
         dtype=args.dtype,
@@ -255,7 +393,7 @@ def _setup(args: argparse.Namespace) -> tuple[Grid, RunOptions, DeviceInfo]:
         repeats=args.repeats,
         min_time_s=args.min_time,
         cuda_graphs=not args.no_cuda_graphs and device.type == "cuda",
-        depths=tuple(parse_ints(depths, "--depths", minimum=1)) if depths else None,
+        depths=_depths(args),
         max_layers=getattr(args, "max_layers", None),
         seed=args.seed,
     )
@@ -266,62 +404,227 @@ def _command_line(argv: list[str]) -> str:
     return "python -m profiler " + shlex.join(argv)
 
 
+# ------------------------------------------------------------------------------- writing
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to a temporary file in `path`'s folder, then rename it over `path`: a
+    reader sees the old file or the new one, never half of one. The file gets the
+    permissions a plain write would (0o666 less the umask)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def profile_points(profile: Profile) -> int:
+    """Points of a profile: measurement rows (out-of-memory ones too) and draft-in-loop rows."""
+    return len(profile.measurements) + len(profile.draft_in_loop)
+
+
+def existing_points(out: Path) -> int:
+    """Points of the profile at `out`; 0 when there is none or it cannot be read as one."""
+    if not out.is_file():
+        return 0
+    from simulator.errors import InputError
+    from simulator.profile import load_profile
+
+    try:
+        return profile_points(load_profile(out))
+    except (InputError, OSError, ValueError):
+        return 0
+
+
+def partial_path(out: Path) -> Path:
+    return out.with_name(f"{out.stem}.partial.json")
+
+
+def destination(out: Path, points: int, *, complete: bool) -> tuple[Path, str]:
+    """Where a profile of `points` points goes, and why when not to `out`: a finished run
+    replaces `out`; a run cut short replaces it only when it holds no more points."""
+    if complete:
+        return out, ""
+    held = existing_points(out)
+    if held > points:
+        return partial_path(out), f"kept {out} as it was ({held} points, more than this run's)"
+    return out, ""
+
+
+def write_profile(profile: Profile, out: Path) -> Path:
+    """The JSON at `out` and the CSV next to it, each written atomically; the CSV path."""
+    from simulator.profile import profile_to_csv, profile_to_json
+
+    csv_path = out.with_suffix(".csv")
+    write_atomic(csv_path, profile_to_csv(profile))
+    write_atomic(out, profile_to_json(profile))
+    return csv_path
+
+
+def _where(exc: BaseException) -> str:
+    """'file.py:123' of the innermost frame of `exc`'s traceback, or ''."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    return f"{Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
+
+
+# ------------------------------------------------------------------------------ commands
+
+
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    # Every flag first, cheapest first: no catalog (pandas) and no torch until all pass.
+    grid_values(args)
+    depths = _depths(args)
+    if args.out is not None and args.out.suffix.lower() != ".json":
+        raise UsageError(f"--out: '{args.out}' must end in .json (the CSV is written next to it)")
+    if args.out is not None:
+        check_out(args.out)
     catalog = _catalog(args.models_csv)
     specs = [_lookup(catalog, args.target, "--target")]
     if args.draft:
         if args.draft == args.target:
             raise UsageError(f"--draft: '{args.draft}' is the target itself")
         specs.append(_lookup(catalog, args.draft, "--draft"))
-    if args.out is not None and args.out.suffix.lower() != ".json":
-        raise UsageError(f"--out: '{args.out}' must end in .json (the CSV is written next to it)")
-    if args.out is not None:
-        check_out(args.out)
     check_contexts(args.context, specs)
-    grid, opts, info = _setup(args)
-    try:
-        plans = [plan_depths(spec, opts) for spec in specs]
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    name = args.target + (f"+{args.draft}" if args.draft else "")
-    out = args.out or Path("profiles") / devinfo.device_slug(info) / f"{name}.json"
-    if args.out is None:
-        check_out(out)
-    bar = Bar(enabled=not args.quiet)
-    bar.start(len(grid) * len(specs), loop_rows=loop_rows_planned(grid) if args.draft else 0)
-    for spec, depths in zip(specs, plans, strict=True):
-        if max(depths) < spec.num_layers:
-            print(
-                f"profiler: {spec.id}: running depths {','.join(map(str, depths))} of "
-                f"{spec.num_layers} layers and extrapolating",
-                file=sys.stderr,
-            )
+    for spec in specs:
+        try:
+            lim.requested_depths(spec.id, spec.num_layers, depths, args.max_layers)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return _measure_and_write(args, argv, specs)
+
+
+def _name(args: argparse.Namespace) -> str:
+    return args.target + (f"+{args.draft}" if args.draft else "")
+
+
+def _measure_and_write(args: argparse.Namespace, argv: list[str], specs: list) -> int:
+    """Measure, then write what was measured by the rule in the module docstring."""
+    load_start = devinfo.load_average()
     t0 = time.monotonic()
-    runs: list[ModelRun] = []
+    runs: list = []
     loop_rows: list[dict] = []
-    interrupted = False
+    stop: BaseException | None = None
+    bar = out = info = opts = None
     try:
+        grid, opts, info = _setup(args)
+        busy_start = devinfo.busy_note(load_start, lim.cpu_count(), when="at the start")
+        if busy_start:
+            print(f"profiler: {busy_start}", file=sys.stderr)
+        from profiler.inloop import profile_draft_in_loop
+        from profiler.progress import Bar
+        from profiler.runner import ModelRun, loop_rows_planned, plan_depths, profile_model
+
+        try:
+            plans = [plan_depths(spec, opts) for spec in specs]
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        out = args.out or Path("profiles") / devinfo.device_slug(info) / f"{_name(args)}.json"
+        if args.out is None:
+            check_out(out)
+        for spec, depths in zip(specs, plans, strict=True):
+            if max(depths) < spec.num_layers:
+                print(
+                    f"profiler: {spec.id}: running depths {','.join(map(str, depths))} of "
+                    f"{spec.num_layers} layers and extrapolating",
+                    file=sys.stderr,
+                )
+        bar = Bar(enabled=not args.quiet)
+        bar.start(len(grid) * len(specs), loop_rows=loop_rows_planned(grid) if args.draft else 0)
         for spec, depths in zip(specs, plans, strict=True):
             run = ModelRun(spec, {})
             runs.append(run)
             profile_model(spec, grid, opts, progress=bar, depths=depths, run=run)
         if args.draft:
-            loop_rows, note = profile_draft_in_loop(
-                specs[0], specs[1], grid, opts, target_depth=max(plans[0]), progress=bar
+            _, note = profile_draft_in_loop(
+                specs[0],
+                specs[1],
+                grid,
+                opts,
+                target_depth=max(plans[0]),
+                progress=bar,
+                rows=loop_rows,
             )
             if note:
                 entry = runs[1].entry
                 entry["notes"] = "; ".join(n for n in (entry["notes"], note) if n)
-    except KeyboardInterrupt:
-        interrupted = True
+    except UsageError:
+        raise
+    except (KeyboardInterrupt, Exception) as exc:
+        stop = exc
     finally:
-        bar.finish()
+        if bar is not None:
+            bar.finish()
     runs = [r for r in runs if r.entry]
+    points = sum(len(r.rows) for r in runs) + len(loop_rows)
+    if isinstance(stop, KeyboardInterrupt):
+        code, why = EXIT_INTERRUPTED, "interrupted"
+    elif stop is not None:
+        where = _where(stop)
+        code = EXIT_FAILED
+        why = f"stopped by {type(stop).__name__}: {stop}" + (f" (at {where})" if where else "")
+    else:
+        code, why = 0, ""
+    if points == 0:
+        # Also a run whose grid measured nothing; there is no profile to write.
+        target = out or args.out
+        kept = f"; {target} left as it was" if target is not None and target.exists() else ""
+        print(
+            f"profiler: {why or 'no points measured'}"
+            f"{' before the first point' if why else ''}: nothing written{kept}",
+            file=sys.stderr,
+        )
+        return code or EXIT_FAILED
+    threads = info.cpu_threads or 1
+    cpus = lim.cpu_count()
+    busy = devinfo.busy_note(load_start, cpus, when="at the start")
+    if not busy:
+        busy = devinfo.busy_note(
+            devinfo.load_average(), cpus, own_threads=threads, when="at the end"
+        )
+        if busy:
+            print(f"profiler: {busy}", file=sys.stderr)
+    if busy:
+        for r in runs:
+            r.entry["notes"] = "; ".join(n for n in (r.entry["notes"], busy) if n)
+    profile = _profile(runs, info, opts, argv, loop_rows)
+    path, kept = destination(out, profile_points(profile), complete=stop is None)
+    csv_path = write_profile(profile, path)
+    _report_kv(profile)
+    n_oom = int((profile.measurements["status"] == "oom").sum())
+    batches, ks, contexts = grid_values(args)
+    planned = len(batches) * (len(ks) + 1) * len(contexts) * len(specs)
+    done = f"{len(profile.measurements)} of {planned} points"
+    if args.draft:
+        done += f", {len(loop_rows)} draft-in-loop rows"
+    print(
+        f"profiler: {why + ': ' if why else ''}wrote {path} and {csv_path} ({done}, {n_oom} "
+        f"out of memory, {threads} threads) in {time.monotonic() - t0:.1f} s"
+        + (f"; {kept}" if kept else ""),
+        file=sys.stderr,
+    )
+    return code
+
+
+def _profile(runs: list, info: DeviceInfo, opts: RunOptions, argv: list[str], loop_rows):
+    """The profile of what was measured, with the end-of-run NVML snapshot on a GPU."""
+    from profiler.runner import build_profile
+
     if info.kind == "cuda":
         nvml = devinfo.finish_snapshot(info.nvml, opts.device.index or 0) or {}
         nvml["per_model"] = {r.spec.id: r.device_memory() for r in runs}
         info = replace(info, nvml=nvml)
-    profile = build_profile(
+    return build_profile(
         runs,
         info,
         opts,
@@ -329,12 +632,9 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         cuda_graphs_used=opts.cuda_graphs,
         draft_in_loop=loop_rows,
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(profile_to_json(profile), encoding="utf-8")
-    csv_path = out.with_suffix(".csv")
-    csv_path.write_text(profile_to_csv(profile), encoding="utf-8")
-    df = profile.measurements
-    n_oom = int((df["status"] == "oom").sum())
+
+
+def _report_kv(profile: Profile) -> None:
     for entry in profile.models:
         if entry.kv_bytes_per_token != entry.kv_bytes_per_token_formula:
             print(
@@ -343,16 +643,6 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                 + (f" ({entry.notes})" if entry.notes else ""),
                 file=sys.stderr,
             )
-    done = f"{len(df)} of {len(grid) * len(specs)} points"
-    if args.draft:
-        done += f", {len(loop_rows)} draft-in-loop rows"
-    verb = "interrupted: wrote" if interrupted else "wrote"
-    print(
-        f"profiler: {verb} {out} and {csv_path} ({done}, {n_oom} out of memory) "
-        f"in {time.monotonic() - t0:.1f} s",
-        file=sys.stderr,
-    )
-    return EXIT_INTERRUPTED if interrupted else 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -362,30 +652,34 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from profiler.check import extrapolation_errors, summary_lines
-
+    grid_values(args)
+    depths = _depths(args)
     catalog = _catalog(args.models_csv)
     spec = _lookup(catalog, args.target, "--target")
     check_contexts(args.context, [spec])
-    grid, opts, _ = _setup(args)
-    depths = tuple(d for d in opts.depths or () if d < spec.num_layers)
-    if len(depths) < 2:
+    shallow = tuple(d for d in depths or () if d < spec.num_layers)
+    if len(shallow) < 2:
         raise UsageError(f"--depths: give at least two depths below {spec.num_layers}")
+    grid, opts, _ = _setup(args)
+    from profiler.check import extrapolation_errors, summary_lines
+    from profiler.progress import Bar
+    from profiler.runner import profile_model
+
     bar = Bar(enabled=not args.quiet)
     bar.start(len(grid))
     run = profile_model(
-        spec, grid, opts, progress=bar, depths=depths, extra_depths=(spec.num_layers,)
+        spec, grid, opts, progress=bar, depths=shallow, extra_depths=(spec.num_layers,)
     )
     bar.finish()
     table = extrapolation_errors(run)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    print("\n".join(summary_lines(table, spec, depths)))
+    print("\n".join(summary_lines(table, spec, shallow)))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = make_parser()
+    parser = make_parser(_command_of(argv))
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
@@ -408,3 +702,8 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         args.parser.error(str(exc))
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        # While flags are checked (a run catches its own Ctrl-C and writes what it has) or
+        # while a run writes: each file is then the old one or the new one, never half.
+        print("profiler: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

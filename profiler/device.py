@@ -3,20 +3,27 @@
 NVML is probed once; without a driver or a GPU the result says why in one line
 (`reason_no_gpu`) and profiling falls back to the CPU. NVML units are converted at the
 boundary: memory in bytes, clocks in MHz, power in watts (NVML reports milliwatts).
+
+The host's side (physical cores, load average) is read from /proc and os without torch, so
+the CLI can choose a thread count and check `--threads` before it imports torch; torch and
+the profile schema are imported by the functions that need them.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import platform
 import re
 from contextlib import suppress
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import torch
+from profiler.options import cpu_count
 
-from simulator.profile import DeviceInfo
+if TYPE_CHECKING:
+    from simulator.profile import DeviceInfo
 
 
 def _cpu_name() -> str:
@@ -41,6 +48,74 @@ def host_available_bytes() -> int:
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     return _host_memory_bytes()
+
+
+def physical_cores(cpuinfo: str | None = None, allowed: set[int] | None = None) -> int:
+    """Physical cores among the CPUs this process may use, at least 1.
+
+    Two hyper-threads of one core share its arithmetic units, so a second torch thread on a
+    sibling adds synchronisation and little throughput. Cores are distinct (physical id,
+    core id) pairs of /proc/cpuinfo; without them, the logical CPUs count. A cgroup CPU
+    quota (`cpu.max`) below that lowers it: threads beyond the quota wait for their turn.
+    """
+    if allowed is None:
+        try:
+            allowed = set(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            allowed = set(range(cpu_count()))
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            cpuinfo = ""
+    cores: set[tuple[str, str]] = set()
+    for block in cpuinfo.split("\n\n"):
+        fields = {}
+        for line in block.splitlines():
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+        if "processor" not in fields or "core id" not in fields:
+            continue
+        with suppress(ValueError):
+            if int(fields["processor"]) in allowed:
+                cores.add((fields.get("physical id", "0"), fields["core id"]))
+    count = len(cores) or len(allowed) or cpu_count()
+    quota = _cgroup_cpu_quota()
+    return max(1, min(count, quota) if quota else count)
+
+
+def _cgroup_cpu_quota() -> int | None:
+    """CPUs a cgroup v2 quota allows (rounded up), or None without one."""
+    try:
+        text = Path("/sys/fs/cgroup/cpu.max").read_text(encoding="ascii").split()
+        quota, period = text[0], text[1]
+        if quota == "max":
+            return None
+        return max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, IndexError, ValueError, ZeroDivisionError):
+        return None
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (runnable processes), or None where the OS has none."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def busy_note(load: float | None, cpus: int, own_threads: int = 0, when: str = "") -> str:
+    """A warning when the 1-minute load average, less the `own_threads` this run keeps busy,
+    is above the `cpus` the run may use; '' otherwise. Other work then takes turns with the
+    run's threads, and a step waits for every one of them."""
+    if load is None or load - own_threads <= cpus:
+        return ""
+    own = f", {own_threads} of it this run's" if own_threads else ""
+    at = f" {when}" if when else ""
+    return (
+        f"busy machine: 1-minute load average {load:.2f}{at}{own}, above its {cpus} CPUs; "
+        "timings are slower and noisier than on an idle machine"
+    )
 
 
 def slug(name: str) -> str:
@@ -93,6 +168,8 @@ class NVML:
 
         NVML numbers devices in PCI order and ignores CUDA_VISIBLE_DEVICES, so match by UUID.
         """
+        import torch
+
         uuid = getattr(torch.cuda.get_device_properties(torch_index), "uuid", None)
         want = str(uuid).lower().removeprefix("gpu-") if uuid is not None else ""
         count = self._get("nvmlDeviceGetCount") or 0
@@ -142,6 +219,8 @@ class NVML:
 
 def cuda_reason() -> str | None:
     """Why torch cannot use a GPU here, or None when it can."""
+    import torch
+
     if torch.cuda.is_available():
         return None
     if torch.version.cuda is None:
@@ -150,7 +229,14 @@ def cuda_reason() -> str | None:
 
 
 def describe(kind: str, index: int = 0, *, threads: int | None = None) -> DeviceInfo:
-    """DeviceInfo for `kind` 'cuda' or 'cpu'; NVML fields are added where NVML answers."""
+    """DeviceInfo for `kind` 'cuda' or 'cpu'; NVML fields are added where NVML answers.
+
+    `cpu_threads` is `threads`, or torch's current thread count when not given.
+    """
+    import torch
+
+    from simulator.profile import DeviceInfo
+
     nvml, nvml_reason = NVML.open()
     try:
         if kind == "cuda":

@@ -31,7 +31,9 @@ from profiler.runner import (
     Progress,
     RunOptions,
     capture_graph,
+    collect_garbage,
     free_memory,
+    gc_paused,
     is_oom,
 )
 from profiler.timing import MAX_SAMPLES
@@ -161,11 +163,13 @@ def profile_draft_in_loop(
     *,
     target_depth: int,
     progress: Progress | None = None,
+    rows: list[dict] | None = None,
 ) -> tuple[list[dict], str]:
     """`draft_in_loop` rows for every (context, batch) of the grid, K_max = the grid's
     largest query length - 1; and a note for the draft's profile entry ('' if none).
 
-    An out-of-memory at one batch skips the larger batches of the same context.
+    An out-of-memory at one batch skips the larger batches of the same context. Rows are
+    appended to `rows` when given, so on Ctrl-C or an error the caller holds those done.
     """
     progress = progress or Progress()
     k_max = max(max(grid.query_lens) - 1, 1)
@@ -180,7 +184,7 @@ def profile_draft_in_loop(
         notes.append(
             f"draft_in_loop timed after {target_depth} of the target's {target.num_layers} layers"
         )
-    rows: list[dict] = []
+    rows = [] if rows is None else rows
     t_model = d_model = None
     try:
         torch.manual_seed(opts.seed)
@@ -193,37 +197,40 @@ def profile_draft_in_loop(
         d_model = DecoderLM(
             ArchConfig.from_spec(draft), device=opts.device, dtype=dtype, seed=opts.seed + 1
         ).eval()
-        for context in grid.contexts:
-            for batch in grid.batches:
-                label = f"{draft.id} after {target.id} B={batch} L={context}"
-                try:
-                    cell = measure_draft_in_loop(
-                        t_model,
-                        d_model,
-                        (target.id, draft.id),
-                        batch,
-                        context,
-                        k_max,
-                        opts,
-                        target_depth=target_depth,
-                        graphs=graphs,
-                    )
-                except (RuntimeError, torch.OutOfMemoryError) as exc:
-                    if not is_oom(exc):
-                        raise
-                    free_memory(opts.device)
-                    notes.append(f"draft_in_loop out of memory from batch {batch} at L={context}")
-                    progress.advance_loop(label + " (out of memory)", 0)
-                    break
-                finally:
-                    free_memory(opts.device)
-                rows.extend(cell)
-                progress.advance_loop(label, len(cell))
+        with gc_paused():
+            for context in grid.contexts:
+                for batch in grid.batches:
+                    label = f"{draft.id} after {target.id} B={batch} L={context}"
+                    try:
+                        cell = measure_draft_in_loop(
+                            t_model,
+                            d_model,
+                            (target.id, draft.id),
+                            batch,
+                            context,
+                            k_max,
+                            opts,
+                            target_depth=target_depth,
+                            graphs=graphs,
+                        )
+                    except (RuntimeError, torch.OutOfMemoryError) as exc:
+                        if not is_oom(exc):
+                            raise
+                        collect_garbage(opts.device)
+                        notes.append(
+                            f"draft_in_loop out of memory from batch {batch} at L={context}"
+                        )
+                        progress.advance_loop(label + " (out of memory)", 0)
+                        break
+                    finally:
+                        free_memory(opts.device)
+                    rows.extend(cell)
+                    progress.advance_loop(label, len(cell))
     except (RuntimeError, torch.OutOfMemoryError) as exc:
         if not is_oom(exc):
             raise
         notes.append("draft_in_loop not timed: target and draft weights did not fit together")
     finally:
         t_model = d_model = None
-        free_memory(opts.device)
+        collect_garbage(opts.device)
     return rows, "; ".join(notes)

@@ -77,6 +77,24 @@ class ArchConfig:
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def num_parameters(self) -> int:
+        """Numbers in the weights of `DecoderLM(self)`, a tied embedding counted once.
+
+        Arithmetic on the shapes the modules below create: building the model on the meta
+        device gives the same count but pulls in `torch._dynamo` (seconds of start-up).
+        """
+        h, kv, hd = self.hidden_size, self.num_kv_heads, self.head_dim
+        attention = h * self.num_heads * hd * 2 + h * kv * hd * 2  # q and o; k and v
+        dense_mlp = 3 * h * self.intermediate_size
+        moe = h * self.num_experts + 3 * self.num_experts * self.moe_intermediate_size * h
+        if self.num_shared_experts:
+            moe += 3 * h * self.moe_intermediate_size * self.num_shared_experts
+        n_moe = self.num_layers - min(self.num_dense_layers, self.num_layers) if self.is_moe else 0
+        layers = self.num_layers * (2 * h + attention) + n_moe * moe
+        layers += (self.num_layers - n_moe) * dense_mlp
+        embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        return embeddings + layers + h  # + the final norm
+
     @classmethod
     def from_spec(cls, spec: ModelSpec, num_layers: int | None = None) -> ArchConfig:
         """The architecture of a catalog model, optionally cut to `num_layers` layers.

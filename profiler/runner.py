@@ -7,6 +7,11 @@ the same (query_len, context_len) as out of memory without running them.
 
 Models too large for the device run at a few depths sharing one set of weights (the first d
 layers of the deepest), and every point is extrapolated to the full depth with a line in d.
+
+Python's cyclic garbage collector is paused while a model's points run (`gc_paused`): a full
+collection walks every object torch created (0.15 s each on a 2-core VM) and, run by the
+interpreter at a random moment, lands inside a timed step. Tensors are freed by reference
+counting anyway; collections run between models and after an out-of-memory.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -22,14 +28,12 @@ import torch
 
 from profiler.extrapolate import extrapolate, extrapolate_stats
 from profiler.model import ArchConfig, DecoderLM, KVCache, mla_note, weight_bytes
+from profiler.options import DEFAULT_DEPTHS, RunOptions, requested_depths
 from profiler.timing import LatencyStats, measure
 from simulator.profile import SCHEMA, DeviceInfo, Profile, profile_from_dict
 from simulator.specs import DTYPE_BYTES, ModelSpec
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-# Depths for a model too large to run whole: small enough that even a 405B layer stack fits
-# one GPU, spread enough (1:2:4) that the line's slope is well determined.
-DEFAULT_DEPTHS = (1, 2, 4)
 # Share of free memory the full weights may take before the profiler switches to depths;
 # the rest is for the KV cache, activations and CUDA graph pools of the grid's points.
 WEIGHTS_FIT_FRACTION = 0.8
@@ -53,29 +57,6 @@ class Grid:
 
     def __len__(self) -> int:
         return len(self.batches) * len(self.query_lens) * len(self.contexts)
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How to measure. The CLI's defaults come from here."""
-
-    device: torch.device
-    # What serving engines run; on CPUs with AVX-512 BF16 it is also faster than fp32.
-    dtype: str = "bf16"
-    # Untimed steps per point (after one untimed point per model): between Vidur's 2 and
-    # vLLM's 10; allocator growth and kernel selection are done by then.
-    warmup: int = 5
-    # Timed steps per point, at least: enough for a p10 and p90 that are not the extremes.
-    repeats: int = 20
-    # Seconds of timed steps per point, at least, so microsecond-scale steps are not
-    # under-sampled; a 70B decode step exceeds it with `repeats` alone.
-    min_time_s: float = 0.05
-    # Engines replay decode and verify steps from CUDA graphs; eager timing would add the
-    # launch overhead they do not pay.
-    cuda_graphs: bool = True
-    depths: tuple[int, ...] | None = None
-    max_layers: int | None = None
-    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -131,9 +112,28 @@ def is_oom(exc: BaseException | None) -> bool:
 
 
 def free_memory(device: torch.device) -> None:
-    gc.collect()
+    """Between points: hand the CUDA allocator's cached blocks back (no garbage collection;
+    the point's tensors are already freed by reference counting)."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
+
+
+def collect_garbage(device: torch.device) -> None:
+    """Between models and after an out-of-memory: a full collection, then `free_memory`."""
+    gc.collect()
+    free_memory(device)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No automatic garbage collection inside (explicit `gc.collect()` still runs)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def available_bytes(device: torch.device) -> int:
@@ -146,9 +146,9 @@ def available_bytes(device: torch.device) -> int:
 
 
 def full_weight_bytes(spec: ModelSpec, dtype: str) -> int:
-    """Bytes of the full-depth model's parameters, counted on the meta device (no memory)."""
-    meta = DecoderLM(ArchConfig.from_spec(spec), device="meta", dtype=TORCH_DTYPES[dtype])
-    return weight_bytes(meta)
+    """Bytes of the full-depth model's parameters, from the architecture (no memory)."""
+    element = torch.tensor([], dtype=TORCH_DTYPES[dtype]).element_size()
+    return ArchConfig.from_spec(spec).num_parameters() * element
 
 
 def plan_depths(spec: ModelSpec, opts: RunOptions) -> tuple[int, ...]:
@@ -157,20 +157,9 @@ def plan_depths(spec: ModelSpec, opts: RunOptions) -> tuple[int, ...]:
     Raises ValueError naming the flag when the request cannot be honoured.
     """
     full = spec.num_layers
-    if opts.depths:
-        depths = tuple(sorted({d for d in opts.depths if d < full}))
-        if len(depths) < 2:
-            if max(opts.depths) >= full and len(depths) == 0:
-                return (full,)
-            raise ValueError(
-                f"--depths: {spec.id} has {full} layers; give at least two depths below {full}"
-            )
-        return depths
-    if opts.max_layers is not None and full > opts.max_layers:
-        depths = tuple(d for d in DEFAULT_DEPTHS if d <= opts.max_layers)
-        if len(depths) < 2:
-            raise ValueError("--max-layers: must be at least 2 to fit a line in depth")
-        return depths
+    requested = requested_depths(spec.id, full, opts.depths, opts.max_layers)
+    if requested:
+        return requested
     if full_weight_bytes(spec, opts.dtype) > WEIGHTS_FIT_FRACTION * available_bytes(opts.device):
         depths = tuple(d for d in DEFAULT_DEPTHS if d < full)
         if len(depths) >= 2:
@@ -199,6 +188,7 @@ def run_point(
         model.cfg, num_layers=depth, num_dense_layers=min(depth, model.cfg.num_dense_layers)
     )
     cache = ids = graph = None
+    oom = False
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     try:
@@ -237,11 +227,16 @@ def run_point(
         if not is_oom(exc):
             raise
         peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0
+        oom = True
         return PointResult("oom", None, peak)
     finally:
-        # Drop the cache and the graph's memory pool before the next point allocates.
+        # Drop the cache and the graph's memory pool before the next point allocates; after
+        # an out-of-memory, also what the failed step's frames held.
         cache = ids = graph = fn = None
-        free_memory(device)
+        if oom:
+            collect_garbage(device)
+        else:
+            free_memory(device)
 
 
 def capture_graph(step: Callable[[], torch.Tensor], device: torch.device) -> torch.cuda.CUDAGraph:
@@ -356,7 +351,7 @@ def profile_model(
     except (RuntimeError, torch.OutOfMemoryError) as exc:
         if not is_oom(exc):
             raise
-        free_memory(opts.device)
+        collect_garbage(opts.device)
         run.entry["notes"] = "; ".join(
             [*notes, f"the weights of {max(all_depths)} layers did not fit (try --max-layers)"]
         )
@@ -368,7 +363,7 @@ def profile_model(
     wb_model = weight_bytes(model)
     wb_full = entry["weight_bytes"]
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), gc_paused():
             # One untimed point first: lazy initialisation (kernel selection, allocator growth,
             # cuBLAS/oneDNN handles) otherwise lands in the first measured point.
             q0, context0 = next(grid.shapes())
@@ -398,7 +393,7 @@ def profile_model(
                     progress.advance(label)
     finally:
         del model
-        free_memory(opts.device)
+        collect_garbage(opts.device)
     return run
 
 

@@ -1,7 +1,9 @@
-"""Command line: `python -m simulator predict|sweep|validate|columns`.
+"""Command line: `python -m simulator predict|sweep|validate|serve|columns`.
 
 Exit status 2 means bad input; the message names the row and the column, or the flag.
-SIGTERM exits with status 143 and leaves no partial output file.
+SIGTERM exits with status 143 and leaves no partial output file. Tables are CSV or
+Parquet, by suffix. numpy, pandas and pyarrow are imported by the commands that use them,
+so `--help` answers at once.
 """
 
 from __future__ import annotations
@@ -11,27 +13,30 @@ import math
 import os
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-import numpy as np
-import pandas as pd
-
 from simulator.catalog import GPUS_CSV, MODELS_CSV, load_gpus, load_models
 from simulator.errors import InputError
-from simulator.predict import OUTPUT_COLUMNS, predict
-from simulator.reports import ECONOMICS_COLUMNS, add_economics, add_preflight, report_csv
-from simulator.scenarios import COLUMNS, check_columns
+from simulator.io import (
+    TableWriter,
+    atomic_path,
+    check_file,
+    read_blocks,
+    table_columns,
+    table_format,
+)
 from simulator.sweep import SWEEP_LIMIT, build_grid, grid_size, parse_range
 
 PROGRESS_ROWS = 100_000
 """Tables larger than this report each stage, and each block written, on stderr."""
-WRITE_BLOCK_ROWS = 100_000
-"""Rows per block of CSV written; about 75 MB and 5 s of writing (pandas' float repr)."""
+WRITE_BLOCK_ROWS = 65_536
+"""Rows read, predicted and written at a time (two blocks in flight: one written while the
+next is predicted): a block's inputs, outputs and their pyarrow copies take about 100 MB,
+whatever the size of the table."""
 REQUESTS_PER_DAY = 2_000_000
 """Demand the --report economics price when neither the flag nor a row gives one: the
 dashboard's default (`app.widgets.DEFAULT_REQUESTS_PER_DAY`)."""
@@ -43,61 +48,63 @@ def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def check_out(out: str) -> None:
+def check_out(out: str, flag: str = "--out") -> None:
     """Refuse an --out that cannot be written before any work starts: a folder, a device
     or other non-file, a path below a file, or a folder without write permission."""
     target = Path(out)
     if target.is_dir():
-        raise InputError(f"'{out}' is a folder; give a file name", field="--out")
+        raise InputError(f"'{out}' is a folder; give a file name", field=flag)
     if target.exists() and not target.is_file():
-        raise InputError(f"'{out}' is not a regular file", field="--out")
+        raise InputError(f"'{out}' is not a regular file", field=flag)
     folder = target.parent
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():
-        raise InputError(f"'{folder}' is a file, so '{out}' cannot be created", field="--out")
+        raise InputError(f"'{folder}' is a file, so '{out}' cannot be created", field=flag)
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(f"no permission to write in '{folder}'", field="--out")
-
-
-def _file_mode() -> int:
-    """Permissions a plain `open` would give a new file: 0o666 less the umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+        raise InputError(f"no permission to write in '{folder}'", field=flag)
 
 
 def _write_atomically(out: str, write: Callable[[TextIO], None]) -> None:
-    """Write to a temporary file beside `out`, then rename: never a half-written file.
-
-    The file gets the permissions of one opened normally (mkstemp's are 0600).
-    """
-    target = Path(out)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            write(fh)
-        os.chmod(tmp, _file_mode())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write text to a temporary file beside `out`, then rename: never a half-written file."""
+    with atomic_path(out) as tmp, open(tmp, "w", newline="") as fh:
+        write(fh)
 
 
-def _write_csv(df: pd.DataFrame, out: str) -> None:
-    """Write `df` as CSV to `out` in blocks of `WRITE_BLOCK_ROWS`, reporting each block of
-    a large table."""
-    loud = len(df) > PROGRESS_ROWS
+def _write_table(df, out: str) -> None:
+    """Write a whole DataFrame to `out` (CSV or Parquet by suffix), in blocks."""
+    _write_blocks(iter([df]), out, total=len(df))
 
-    def write(fh: TextIO) -> None:
-        for start in range(0, max(len(df), 1), WRITE_BLOCK_ROWS):
-            df.iloc[start : start + WRITE_BLOCK_ROWS].to_csv(fh, index=False, header=start == 0)
-            if loud:
-                done = min(start + WRITE_BLOCK_ROWS, len(df))
-                _log(f"writing {out}: {done} of {len(df)} rows")
 
-    _write_atomically(out, write)
+def _write_blocks(blocks: Iterator, out: str, total: int | None = None) -> int:
+    """Write DataFrames to `out` as they come, reporting each block of a large table. A
+    block is written on a second thread while the next one is predicted."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    fmt = table_format(out, "--out")
+    with atomic_path(out) as tmp, ThreadPoolExecutor(max_workers=1) as pool:
+        writer = TableWriter(tmp, fmt)
+        pending = None
+
+        def write(part) -> None:
+            writer.write(part)
+            if (total or writer.rows) > PROGRESS_ROWS:
+                of = f" of {total}" if total is not None else ""
+                _log(f"writing {out}: {writer.rows}{of} rows")
+
+        try:
+            for df in blocks:
+                for start in range(0, max(len(df), 1), WRITE_BLOCK_ROWS):
+                    if pending is not None:
+                        pending.result()
+                    pending = pool.submit(write, df.iloc[start : start + WRITE_BLOCK_ROWS])
+            if pending is not None:
+                pending.result()
+        finally:
+            if pending is not None:
+                pending.exception()  # wait for the write in flight before closing
+            writer.close()
+    return writer.rows
 
 
 def _terminate(signum, frame) -> None:
@@ -117,18 +124,6 @@ def _sigterm_exits() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _read_scenarios(path: str) -> pd.DataFrame:
-    try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-    except FileNotFoundError:
-        raise InputError("file not found", file=path) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a readable CSV file ({exc})", file=path) from None
-    table.columns = [str(c).strip() for c in table.columns]
-    blank = [c for c in table.columns if c.startswith("Unnamed: ") and table[c].isna().all()]
-    return table.drop(columns=blank)
-
-
 def _calibration(args):
     """The calibration of the --profile files, and each file's device id."""
     if not getattr(args, "profile", None):
@@ -136,6 +131,8 @@ def _calibration(args):
     from simulator.calibration import Calibration, match_gpu_id
     from simulator.profile import load_profile
 
+    for path in args.profile:
+        check_file(path, "--profile")
     profiles = {path: load_profile(path) for path in args.profile}
     devices = {
         path: args.profile_gpu or match_gpu_id(p.device.name, p.device.kind)
@@ -144,32 +141,57 @@ def _calibration(args):
     return Calibration.from_profiles(list(profiles.values()), gpu_id=args.profile_gpu), devices
 
 
-def _warn_unused_profiles(result: pd.DataFrame, devices: dict[str, str], args) -> None:
+def _warn_unused_profiles(used: bool, asked: set[str], devices: dict[str, str], args) -> None:
     """Say so when --profile was given but every row was priced by the roofline."""
-    if not devices or not result["latency_source"].astype(str).eq("roofline").all():
+    if not devices or used:
         return
-    asked = ", ".join(sorted(set(result["gpu"].astype(str))))
+    rows = ", ".join(sorted(asked))
     for path, device in devices.items():
         fix = "" if args.profile_gpu else "pass --profile-gpu or "
         _log(
             f"warning: profile {path} (device '{device}') matches no row; rows use gpu "
-            f"{asked}; {fix}set gpu to '{device}'"
+            f"{rows}; {fix}set gpu to '{device}'"
         )
 
 
-def _predict(table: pd.DataFrame, args, source: str) -> pd.DataFrame:
-    """`predict` with the CLI's catalogs and profiles, reporting a large table's progress."""
-    gpus, models = load_gpus(args.gpus), load_models(args.models)
+def _catalogs(args):
+    for flag, path in (("--gpus", args.gpus), ("--models", args.models)):
+        check_file(path, flag)
+    return load_gpus(args.gpus), load_models(args.models)
+
+
+def _predict(tables: Iterator, args, source: str, total: int | None = None) -> Iterator:
+    """`predict` block by block with the CLI's catalogs and profiles, reporting a large
+    table's progress; warns at the end when a profile priced no row."""
+    from simulator.predict import predict
+
+    gpus, models = _catalogs(args)
     calibration, devices = _calibration(args)
-    if len(table) > PROGRESS_ROWS:
-        _log(f"predicting {len(table)} scenarios...")
-    result = predict(table, gpus=gpus, models=models, calibration=calibration, source=source)
-    _warn_unused_profiles(result, devices, args)
-    return result
+    if total is not None and total > PROGRESS_ROWS:
+        _log(f"predicting {total} scenarios...")
+    offset, used, asked = 0, False, set()
+    for table in tables:
+        result = predict(
+            table,
+            gpus=gpus,
+            models=models,
+            calibration=calibration,
+            source=source,
+            row_offset=offset,
+        )
+        offset += len(table)
+        if devices:
+            used = used or not result["latency_source"].astype(str).eq("roofline").all()
+            asked |= set(result["gpu"].astype(str))
+        yield result
+    _warn_unused_profiles(used, asked, devices, args)
 
 
-def _requests_per_day(column: pd.Series, default: float, source: str) -> np.ndarray:
+def _requests_per_day(column, default: float, source: str):
     """A `requests_per_day` column as requests per day per row; blank cells get `default`."""
+    import numpy as np
+    import pandas as pd
+
     text = column.fillna("").astype(str).str.strip()
     values = pd.to_numeric(text.where(text != ""), errors="coerce").to_numpy(dtype=float)
     bad = text.ne("").to_numpy() & ~(np.isfinite(values) & (values >= 0))
@@ -184,15 +206,26 @@ def _requests_per_day(column: pd.Series, default: float, source: str) -> np.ndar
     return np.where(text.eq("").to_numpy(), default, values)
 
 
-def _write_report(result: pd.DataFrame, demand: np.ndarray, args) -> None:
+def _write_report(result, demand, args) -> None:
     """The dashboard's sizing report: economics and pre-flight added, units in the headers."""
+    from simulator.reports import add_economics, add_preflight, report_csv
+
     text = report_csv(add_preflight(add_economics(result, demand), load_models(args.models)))
     _write_atomically(args.out, lambda fh: fh.write(text))
 
 
 def cmd_predict(args) -> int:
-    table = _read_scenarios(args.inp)
-    demand_given = "requests_per_day" in table.columns
+    import numpy as np
+    import pandas as pd
+
+    from simulator.predict import OUTPUT_COLUMNS
+    from simulator.reports import ECONOMICS_COLUMNS
+    from simulator.scenarios import check_columns
+
+    if args.report and table_format(args.out, "--out") != "csv":
+        raise InputError("--report writes CSV; give a file ending in .csv", field="--out")
+    names = table_columns(args.inp)
+    demand_given = "requests_per_day" in names
     if demand_given and not args.report:
         raise InputError(
             "is read only with --report, which prices that demand",
@@ -201,19 +234,35 @@ def cmd_predict(args) -> int:
         )
     extra = ("requests_per_day",) if args.report else ()
     outputs = (*OUTPUT_COLUMNS, *ECONOMICS_COLUMNS, "preflight")
-    check_columns(table.columns, args.inp, outputs=outputs, extra=extra)
-    column = table.pop("requests_per_day") if demand_given else pd.Series("", index=table.index)
-    demand = _requests_per_day(column, args.requests_per_day, args.inp)
-    result = _predict(table, args, args.inp)
+    check_columns([n for n in names if n], args.inp, outputs=outputs, extra=extra)
+    demands = []
+
+    def tables() -> Iterator:
+        for table in read_blocks(args.inp, WRITE_BLOCK_ROWS):
+            if args.report:
+                column = (
+                    table.pop("requests_per_day")
+                    if demand_given
+                    else pd.Series("", index=table.index)
+                )
+                demands.append(_requests_per_day(column, args.requests_per_day, args.inp))
+            yield table
+
+    results = _predict(tables(), args, args.inp)
     if args.report:
-        _write_report(result, demand, args)
+        result = pd.concat(list(results), ignore_index=True)
+        _write_report(result, np.concatenate(demands), args)
+        rows = len(result)
     else:
-        _write_csv(result, args.out)
-    _log(f"wrote {len(result)} predictions to {args.out}")
+        rows = _write_blocks(results, args.out)
+    _log(f"wrote {rows} predictions to {args.out}")
     return 0
 
 
 def cmd_sweep(args) -> int:
+    from simulator.scenarios import K_LIMIT, LIMITS
+
+    table_format(args.out, "--out")
     base = {
         "target": args.target,
         "method": args.method,
@@ -226,28 +275,35 @@ def cmd_sweep(args) -> int:
         "output_len": args.output_len,
     }
     most = None if args.force else SWEEP_LIMIT
-    axes = {"batch_size": parse_range(args.batch, name="--batch", kind=int, most=most)}
+    batch_most = LIMITS["batch_size"][0]
+    axes = {
+        "batch_size": parse_range(
+            args.batch, name="--batch", kind=int, most=most, low=1, high=batch_most
+        )
+    }
     if args.method != "none":
-        axes["k"] = parse_range(args.k, name="--k", kind=int, most=most)
-        axes["acceptance_rate"] = parse_range(args.alpha, name="--alpha", most=most)
+        axes["k"] = parse_range(args.k, name="--k", kind=int, most=most, low=1, high=K_LIMIT)
+        axes["acceptance_rate"] = parse_range(args.alpha, name="--alpha", most=most, low=0, high=1)
     size = grid_size(**axes)
     if size > SWEEP_LIMIT and not args.force:
         raise InputError(
             f"the grid holds {size:,} scenarios, more than {SWEEP_LIMIT:,}; narrow "
             "--batch, --k or --alpha, or pass --force"
         )
-    result = _predict(build_grid(base, **axes), args, "sweep")
-    _write_csv(result, args.out)
-    _log(f"wrote {len(result)} scenarios to {args.out}")
+    grid = build_grid(base, **axes)
+    blocks = (grid.iloc[i : i + WRITE_BLOCK_ROWS] for i in range(0, len(grid), WRITE_BLOCK_ROWS))
+    rows = _write_blocks(_predict(blocks, args, "sweep", total=len(grid)), args.out, len(grid))
+    _log(f"wrote {rows} scenarios to {args.out}")
     return 0
 
 
 def cmd_validate(args) -> int:
     from simulator.published import format_summary, load_published, score, summarise
 
-    gpus, models = load_gpus(args.gpus), load_models(args.models)
+    check_file(args.published, "--published")
+    gpus, models = _catalogs(args)
     errors = score(load_published(args.published), gpus=gpus, models=models, source=args.published)
-    _write_csv(errors, args.out)
+    _write_table(errors, args.out)
     print(format_summary(summarise(errors)))
     if args.ablation:
         from simulator.published import ablation
@@ -264,10 +320,14 @@ SERVE_LIMIT = 200
 
 
 def cmd_serve(args) -> int:
+    import numpy as np
+    import pandas as pd
+
+    from simulator.scenarios import check_columns
     from simulator.serving import Lengths, Load, simulate
 
-    gpus, models = load_gpus(args.gpus), load_models(args.models)
-    table = _read_scenarios(args.inp)
+    gpus, models = _catalogs(args)
+    table = pd.concat(list(read_blocks(args.inp, WRITE_BLOCK_ROWS)), ignore_index=True)
     check_columns(table.columns, args.inp)
     if (args.rate is None) == (args.concurrency is None):
         raise InputError("give --rate or --concurrency (one of them)", field="--rate")
@@ -344,12 +404,14 @@ def cmd_serve(args) -> int:
             for col in ("gpu", "method", "target"):
                 out.insert(1, col, scenario.get(col, ""))
             rows.append(out)
-    _write_csv(pd.concat(rows, ignore_index=True), args.out)
+    _write_table(pd.concat(rows, ignore_index=True), args.out)
     _log(f"wrote {sum(len(r) for r in rows)} rows to {args.out}")
     return 0
 
 
 def cmd_columns(args) -> int:
+    from simulator.scenarios import COLUMNS
+
     for c in COLUMNS:
         default = "" if c.default is None else f" (default {c.default!r})"
         print(f"{c.name:26s} {c.help}{default}")
@@ -385,9 +447,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m simulator", description="SpecPlan analytic model of speculative decoding"
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("predict", help="scenario CSV in, predictions CSV out")
-    p.add_argument("--in", dest="inp", required=True, help="scenario table (CSV)")
-    p.add_argument("--out", required=True, help="predictions (CSV)")
+    p = sub.add_parser("predict", help="scenario table in, predictions out (CSV or Parquet)")
+    p.add_argument("--in", dest="inp", required=True, help="scenario table (.csv or .parquet)")
+    p.add_argument("--out", required=True, help="predictions (.csv or .parquet)")
     p.add_argument(
         "--report",
         action="store_true",
@@ -418,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--k", default="1-8", help="e.g. 1-8 or 2,4,6")
     s.add_argument("--alpha", default="0.5:0.9:0.1", help="start:stop:step or list")
     s.add_argument("--batch", default="1,2,4,8,16,32,64,128,256")
-    s.add_argument("--out", required=True)
+    s.add_argument("--out", required=True, help="predictions (.csv or .parquet)")
     s.add_argument(
         "--force",
         action="store_true",
@@ -432,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument(
         "--published", required=True, help="published set, e.g. data/validation/published.csv"
     )
-    v.add_argument("--out", required=True, help="errors per case (CSV)")
+    v.add_argument("--out", required=True, help="errors per case (.csv or .parquet)")
     v.add_argument(
         "--ablation",
         action="store_true",
@@ -445,8 +507,10 @@ def main(argv: list[str] | None = None) -> int:
         "serve",
         help="request-level simulation of each scenario under a request rate or concurrency",
     )
-    r.add_argument("--in", dest="inp", required=True, help="scenario table (CSV), as for predict")
-    r.add_argument("--out", required=True, help="one row per (scenario, load, arm) (CSV)")
+    r.add_argument("--in", dest="inp", required=True, help="scenario table, as for predict")
+    r.add_argument(
+        "--out", required=True, help="one row per (scenario, load, arm) (.csv or .parquet)"
+    )
     r.add_argument("--rate", help="requests/s, Poisson: 0.5:8:0.5 or 1,2,4")
     r.add_argument("--concurrency", help="requests in flight (closed loop): 1,4,16")
     r.add_argument("--requests", type=int, default=2000, help="requests per arm and load")
@@ -479,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "out", None):
             check_out(args.out)
+            table_format(args.out, "--out")
+        if getattr(args, "inp", None):
+            table_format(args.inp, "--in")
         with _sigterm_exits():
             return args.func(args)
     except InputError as exc:

@@ -41,7 +41,18 @@ def alpha_from_tau(tau, k, *, iterations: int = 14):
     k = np.asarray(k, dtype=float)
     tau, k = np.broadcast_arrays(tau, k)
     a = np.clip(1.0 - 1.0 / np.maximum(tau, 1.0), 0.0, 1.0)
+    k1 = k + 1.0
     for _ in range(iterations):
+        if not (a > 1.0 - 1e-4).any():
+            # Far from alpha = 1 (nearly always): the closed forms below, without the
+            # guards, in fewer passes over the rows.
+            power = a**k
+            one_minus = 1.0 - a
+            power_a = power * a
+            f = (1.0 - power_a) / one_minus - tau
+            df = (1.0 - k1 * power + k * power * a) / (one_minus * one_minus)
+            a = np.clip(a - f / df, 0.0, 1.0)
+            continue
         # The value's closed form holds to within 1e-12 of alpha = 1; the slope's cancels
         # badly much earlier, and only the step size depends on it, not the fixed point.
         at_one = a > 1.0 - 1e-12
@@ -127,12 +138,24 @@ def tokens_per_step_quantile_iid(alpha, k, q: float):
     P(tokens <= j) = 1 - alpha^j for j <= K, so the q-quantile is the smallest integer
     j >= log(1 - q) / log(alpha), capped at K+1.
     """
+    return tokens_per_step_quantiles_iid(alpha, k, (q,))[0]
+
+
+def tokens_per_step_quantiles_iid(alpha, k, qs) -> list[np.ndarray]:
+    """`tokens_per_step_quantile_iid` for each q in `qs`, sharing the logarithm."""
     alpha = np.asarray(alpha, dtype=float)
     k = np.asarray(k, dtype=float)
+    top = k + 1.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        j = np.ceil(np.log1p(-q) / np.log(np.clip(alpha, 1e-300, 1.0)) - 1e-9)
-    j = np.where(alpha >= 1.0, k + 1.0, np.where(alpha <= 0.0, 1.0, j))
-    return np.clip(np.nan_to_num(j, nan=1.0, posinf=k + 1.0), 1.0, k + 1.0)
+        log_alpha = np.log(np.clip(alpha, 1e-300, 1.0))
+        out = []
+        for q in qs:
+            j = np.ceil(np.log1p(-q) / log_alpha - 1e-9)
+            j = np.where(alpha >= 1.0, top, np.where(alpha <= 0.0, 1.0, j))
+            # NaN (from NaN alpha) counts as 1 token, +inf as K+1, as nan_to_num would.
+            j = np.where(np.isnan(j), 1.0, np.minimum(j, top))
+            out.append(np.clip(j, 1.0, top))
+    return out
 
 
 @dataclass(frozen=True)
@@ -208,9 +231,13 @@ def extend_measured(positions, k_max: int, decay: Decay = IID):
     method's `decay` continues it. NaN entries are positions never measured.
     """
     p = np.atleast_2d(np.asarray(positions, dtype=float))
+    if p.shape[-1] >= k_max:
+        # Columns past k_max never count; a row measured over fewer than k_max positions
+        # (NaN padded because another row measured more) is still extended.
+        p = p[..., :k_max]
+        if not np.isnan(p).any():
+            return p
     n = p.shape[-1]
-    if n >= k_max:
-        return p[..., :k_max]
     known = np.sum(~np.isnan(p), axis=-1)
     p = np.nan_to_num(p, nan=0.0)
     rows = np.arange(p.shape[0])

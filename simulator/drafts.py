@@ -31,11 +31,28 @@ from simulator.steady import get_prefill_ms
 
 
 def method_masks(method) -> dict[str, np.ndarray]:
-    """Boolean mask per method name; pass the dict itself to skip recomputing it."""
+    """Boolean mask per method name; pass the dict itself to skip recomputing it. One
+    method name (a str) gives Python bools, and the functions below then compute only
+    that method's branch."""
     if isinstance(method, dict):
         return method
+    if isinstance(method, str):
+        return {name: method == name for name in METHODS}
     method = np.asarray(method)
     return {name: method == name for name in METHODS}
+
+
+def _select(branches, default=0.0):
+    """np.select over (mask, compute) pairs; with Python-bool masks only the chosen
+    branch is computed."""
+    if all(isinstance(mask, bool) for mask, _ in branches):
+        for mask, compute in branches:
+            if mask:
+                return compute()
+        return default
+    return np.select(
+        [mask for mask, _ in branches], [compute() for _, compute in branches], default
+    )
 
 
 def _layer_shared_params(t: ModelArrays) -> np.ndarray:
@@ -51,19 +68,29 @@ def get_head_params(method, t: ModelArrays, k, medusa_heads=None, mtp_depth=1.0)
     """
     m = method_masks(method)
     h = t.hidden_size
-    # On an MoE target the EAGLE head still carries a dense MLP of the target's width.
-    layer = _layer_shared_params(t) + np.where(
-        t.num_experts > 0, 3.0 * h * t.intermediate_size, 0.0
-    )
-    eagle = layer + 2.0 * h * h
-    eagle3 = layer + 3.0 * h * h
-    mtp = (_layer_shared_params(t) + t.num_experts * t.params_per_expert + 2.0 * h * h) * (
-        np.asarray(mtp_depth, dtype=float)
-    )
-    heads = np.asarray(k if medusa_heads is None else medusa_heads, dtype=float)
-    medusa = heads * (h * h + h * t.vocab_size)
-    return np.select(
-        [m["eagle"], m["eagle3"], m["mtp"], m["medusa"]], [eagle, eagle3, mtp, medusa], 0.0
+
+    def layer():
+        # On an MoE target the EAGLE head still carries a dense MLP of the target's width.
+        return _layer_shared_params(t) + np.where(
+            t.num_experts > 0, 3.0 * h * t.intermediate_size, 0.0
+        )
+
+    def mtp():
+        return (_layer_shared_params(t) + t.num_experts * t.params_per_expert + 2.0 * h * h) * (
+            np.asarray(mtp_depth, dtype=float)
+        )
+
+    def medusa():
+        heads = np.asarray(k if medusa_heads is None else medusa_heads, dtype=float)
+        return heads * (h * h + h * t.vocab_size)
+
+    return _select(
+        [
+            (m["eagle"], lambda: layer() + 2.0 * h * h),
+            (m["eagle3"], lambda: layer() + 3.0 * h * h),
+            (m["mtp"], mtp),
+            (m["medusa"], medusa),
+        ]
     )
 
 
@@ -72,6 +99,10 @@ def get_draft_params(
 ) -> np.ndarray:
     """Parameters the speculation method adds to GPU memory."""
     m = method_masks(method)
+    if isinstance(m["draft_model"], bool):
+        if m["draft_model"]:
+            return d.total_params
+        return get_head_params(m, t, k, medusa_heads, mtp_depth)
     return np.where(
         m["draft_model"], d.total_params, get_head_params(m, t, k, medusa_heads, mtp_depth)
     )
@@ -80,12 +111,14 @@ def get_draft_params(
 def get_draft_kv_bytes_per_token(method, t: ModelArrays, d: ModelArrays, kv_bytes):
     """Bytes of draft KV cache per token of context (whole model, before TP sharding)."""
     m = method_masks(method)
-    full_draft = d.num_layers * d.kv_values_per_token_per_layer * kv_bytes
-    one_target_layer = t.kv_values_per_token_per_layer * kv_bytes
-    return np.select(
-        [m["draft_model"], m["eagle"] | m["eagle3"] | m["mtp"]],
-        [full_draft, one_target_layer],
-        0.0,
+    return _select(
+        [
+            (m["draft_model"], lambda: d.num_layers * d.kv_values_per_token_per_layer * kv_bytes),
+            (
+                m["eagle"] | m["eagle3"] | m["mtp"],
+                lambda: t.kv_values_per_token_per_layer * kv_bytes,
+            ),
+        ]
     )
 
 
@@ -121,64 +154,78 @@ def get_draft_step_ms(
     m = method_masks(method)
     k = np.asarray(k, dtype=float)
     b = np.asarray(batch, dtype=float)
-    one_step = draft_model_step_ms
-    if one_step is None:
-        one_step = get_model_step_ms(
-            d,
-            hw,
-            b,
-            1.0,
-            context_len,
-            weight_bytes,
-            kv_bytes,
-            d_defaults.draft_forward_overhead_ms,
-            d_defaults,
-        )
     tp = np.asarray(hw.num_gpus, dtype=float)
     h = t.hidden_size
     lm_head = t.vocab_size * h
-    experts = get_experts_touched(t.num_experts, t.experts_per_token, b)
-    head_layer = np.where(
-        m["mtp"],
-        _layer_shared_params(t) + experts * t.params_per_expert,
-        get_head_params("eagle", t, k) - 2.0 * h * h,
-    )
-    fusion = np.where(m["eagle3"], 3.0, 2.0) * h * h
-    head_params = head_layer + fusion + lm_head
-    head_kv = (b * np.asarray(context_len) + b) * t.kv_values_per_token_per_layer * kv_bytes
-    head_bytes = head_params * weight_bytes / tp + head_kv * get_kv_share_per_gpu(t, tp)
-    head_flops = (
-        2.0 * head_params * b
-        + 4.0 * b * np.asarray(context_len) * t.num_attention_heads * t.head_dim
-    ) / tp
-    head_step = (
-        get_roofline_ms(head_bytes, head_flops, hw.bw_gbps, hw.tflops, d_defaults, hw.sharpness)
-        + get_allreduce_ms(tp, 2.0, b, h, hw.link_gbps, d_defaults)
-        + head_overhead
-    )
-    medusa_params = (k if medusa_heads is None else np.asarray(medusa_heads, float)) * (
-        h * h + lm_head
-    )
-    medusa_step = (
-        get_roofline_ms(
-            medusa_params * weight_bytes / tp,
-            2.0 * medusa_params * b / tp,
-            hw.bw_gbps,
-            hw.tflops,
-            d_defaults,
-            hw.sharpness,
+
+    def draft_model_round():
+        one_step = draft_model_step_ms
+        if one_step is None:
+            one_step = get_model_step_ms(
+                d,
+                hw,
+                b,
+                1.0,
+                context_len,
+                weight_bytes,
+                kv_bytes,
+                d_defaults.draft_forward_overhead_ms,
+                d_defaults,
+            )
+        rounds = k * one_step
+        if draft_model_round_ms is not None:
+            rounds = np.where(np.isnan(draft_model_round_ms), rounds, draft_model_round_ms)
+        return rounds
+
+    def head_steps():
+        def mtp_layer():
+            experts = get_experts_touched(t.num_experts, t.experts_per_token, b)
+            return _layer_shared_params(t) + experts * t.params_per_expert
+
+        def eagle_layer():
+            return get_head_params("eagle", t, k) - 2.0 * h * h
+
+        if isinstance(m["mtp"], bool):
+            head_layer = mtp_layer() if m["mtp"] else eagle_layer()
+        else:
+            head_layer = np.where(m["mtp"], mtp_layer(), eagle_layer())
+        fusion = np.where(m["eagle3"], 3.0, 2.0) * h * h
+        head_params = head_layer + fusion + lm_head
+        head_kv = (b * np.asarray(context_len) + b) * t.kv_values_per_token_per_layer * kv_bytes
+        head_bytes = head_params * weight_bytes / tp + head_kv * get_kv_share_per_gpu(t, tp)
+        head_flops = (
+            2.0 * head_params * b
+            + 4.0 * b * np.asarray(context_len) * t.num_attention_heads * t.head_dim
+        ) / tp
+        head_step = (
+            get_roofline_ms(head_bytes, head_flops, hw.bw_gbps, hw.tflops, d_defaults, hw.sharpness)
+            + get_allreduce_ms(tp, 2.0, b, h, hw.link_gbps, d_defaults)
+            + head_overhead
         )
-        + head_overhead
-    )
-    draft_model_round = k * one_step
-    if draft_model_round_ms is not None:
-        draft_model_round = np.where(
-            np.isnan(draft_model_round_ms), draft_model_round, draft_model_round_ms
+        return k * head_step
+
+    def medusa_step():
+        medusa_params = (k if medusa_heads is None else np.asarray(medusa_heads, float)) * (
+            h * h + lm_head
         )
-    return np.select(
-        [m["draft_model"], m["eagle"] | m["eagle3"] | m["mtp"], m["medusa"]],
-        [draft_model_round, k * head_step, medusa_step],
-        0.0,
+        return (
+            get_roofline_ms(
+                medusa_params * weight_bytes / tp,
+                2.0 * medusa_params * b / tp,
+                hw.bw_gbps,
+                hw.tflops,
+                d_defaults,
+                hw.sharpness,
+            )
+            + head_overhead
+        )
+
+    return _select(
+        [
+            (m["draft_model"], draft_model_round),
+            (m["eagle"] | m["eagle3"] | m["mtp"], head_steps),
+            (m["medusa"], medusa_step),
+        ]
     )
 
 
@@ -193,31 +240,41 @@ def get_draft_prefill_ms(
     """
     m = method_masks(method)
     h = t.hidden_size
-    head_layer = np.where(
-        m["mtp"],
-        _layer_shared_params(t) + t.experts_per_token * t.params_per_expert,
-        get_head_params("eagle", t, 0.0) - 2.0 * h * h,
-    )
-    model = get_prefill_ms(
-        d,
-        tokens,
-        prompt_len,
-        hw.tflops,
-        hw.link_gbps,
-        hw.num_gpus,
-        d_defaults,
-        efficiency=hw.prefill_efficiency,
-    )
-    head = get_prefill_ms(
-        t,
-        tokens,
-        prompt_len,
-        hw.tflops,
-        hw.link_gbps,
-        hw.num_gpus,
-        d_defaults,
-        params=head_layer + 2.0 * h * h,
-        num_layers=1.0,
-        efficiency=hw.prefill_efficiency,
-    )
-    return np.select([m["draft_model"], m["eagle"] | m["eagle3"] | m["mtp"]], [model, head], 0.0)
+
+    def model():
+        return get_prefill_ms(
+            d,
+            tokens,
+            prompt_len,
+            hw.tflops,
+            hw.link_gbps,
+            hw.num_gpus,
+            d_defaults,
+            efficiency=hw.prefill_efficiency,
+        )
+
+    def head():
+        def mtp_layer():
+            return _layer_shared_params(t) + t.experts_per_token * t.params_per_expert
+
+        def eagle_layer():
+            return get_head_params("eagle", t, 0.0) - 2.0 * h * h
+
+        if isinstance(m["mtp"], bool):
+            head_layer = mtp_layer() if m["mtp"] else eagle_layer()
+        else:
+            head_layer = np.where(m["mtp"], mtp_layer(), eagle_layer())
+        return get_prefill_ms(
+            t,
+            tokens,
+            prompt_len,
+            hw.tflops,
+            hw.link_gbps,
+            hw.num_gpus,
+            d_defaults,
+            params=head_layer + 2.0 * h * h,
+            num_layers=1.0,
+            efficiency=hw.prefill_efficiency,
+        )
+
+    return _select([(m["draft_model"], model), (m["eagle"] | m["eagle3"] | m["mtp"], head)])

@@ -7,7 +7,7 @@ compute in TFLOP/s, sizes in bytes. Every argument broadcasts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -36,6 +36,9 @@ class ModelArrays:
     always_active_params: np.ndarray
     kv_values_per_token_per_layer: np.ndarray
     is_mla: np.ndarray
+    derived: dict | None = None
+    """`embedding_params`, `lm_head_params`, `matmul_params_per_token` computed once per
+    catalog entry (`from_specs`) and carried by `take`, so a scenario gathers them."""
 
     @classmethod
     def from_specs(cls, specs: list[ModelSpec | None]) -> ModelArrays:
@@ -44,7 +47,7 @@ class ModelArrays:
         def col(attr: str, dtype=float):
             return np.array([getattr(s, attr) if s is not None else 0 for s in specs], dtype=dtype)
 
-        return cls(
+        arrays = cls(
             total_params=col("total_params"),
             active_params=col("active_params"),
             num_layers=col("num_layers"),
@@ -63,23 +66,38 @@ class ModelArrays:
             kv_values_per_token_per_layer=col("kv_values_per_token_per_layer"),
             is_mla=col("is_mla", bool),
         )
+        derived = {
+            "embedding_params": arrays.embedding_params,
+            "lm_head_params": arrays.lm_head_params,
+            "matmul_params_per_token": arrays.matmul_params_per_token,
+        }
+        return replace(arrays, derived=derived)
 
     def take(self, index) -> ModelArrays:
         """Rows of these arrays by integer index (catalog entries to scenarios)."""
-        return ModelArrays(**{f: getattr(self, f)[index] for f in self.__dataclass_fields__})
+        fields = {f: getattr(self, f)[index] for f in self.__dataclass_fields__ if f != "derived"}
+        if self.derived is not None:
+            fields["derived"] = {name: v[index] for name, v in self.derived.items()}
+        return ModelArrays(**fields)
 
     @property
     def embedding_params(self) -> np.ndarray:
         """Input embedding plus an untied LM head."""
+        if self.derived is not None:
+            return self.derived["embedding_params"]
         return self.vocab_size * self.hidden_size * np.where(self.tied, 1.0, 2.0)
 
     @property
     def lm_head_params(self) -> np.ndarray:
+        if self.derived is not None:
+            return self.derived["lm_head_params"]
         return self.vocab_size * self.hidden_size
 
     @property
     def matmul_params_per_token(self) -> np.ndarray:
         """Parameters a token multiplies through: active minus the input-embedding lookup."""
+        if self.derived is not None:
+            return self.derived["matmul_params_per_token"]
         return self.active_params - np.where(self.tied, 0.0, self.lm_head_params)
 
 
@@ -96,12 +114,20 @@ def get_experts_touched(num_experts, experts_per_token, tokens):
     """
     e = np.asarray(num_experts, dtype=float)
     k = np.asarray(experts_per_token, dtype=float)
-    safe_e = np.where(e > 0, e, 1.0)
-    return np.where(e > 0, e * (1.0 - ((safe_e - k) / safe_e) ** np.asarray(tokens)), 0.0)
+    tokens = np.asarray(tokens)
+    moe = e > 0
+    if not moe.any():  # dense models: no power function over their rows
+        return np.zeros(np.broadcast_shapes(e.shape, k.shape, tokens.shape))
+    if moe.all():
+        return e * (1.0 - ((e - k) / e) ** tokens)
+    safe_e = np.where(moe, e, 1.0)
+    return np.where(moe, e * (1.0 - ((safe_e - k) / safe_e) ** tokens), 0.0)
 
 
 def get_weight_bytes_touched(m: ModelArrays, weight_bytes, tokens):
     """Bytes of weights one forward of `tokens` tokens reads (MoE: only routed experts hit)."""
+    if np.ndim(m.num_experts) == 0 and not m.num_experts > 0:
+        return m.total_params * weight_bytes  # one dense model: no experts to count
     experts = get_experts_touched(m.num_experts, m.experts_per_token, tokens)
     params = m.always_active_params + experts * m.params_per_expert * m.num_moe_layers
     return np.where(m.num_experts > 0, params, m.total_params) * weight_bytes

@@ -1,25 +1,36 @@
 """The one prediction path: a scenario table in, the same table with outputs added.
 
-Every step is a numpy expression over all rows at once, so a sweep of a million
-scenarios costs what one costs in Python overhead.
+Every step is a numpy expression over many rows at once, so a sweep of a million
+scenarios costs what one costs in Python overhead. The table is validated as numpy arrays
+(`scenarios.validate_scenarios`), then priced in pieces of at most `BLOCK_ROWS`
+consecutive rows: rows that share method, target, draft, GPU and dtypes together, those
+figures as scalars, so no row pays for a method's branches it does not take; the rest per
+method, catalog figures per row. The break-even acceptance (a Newton solve) is computed
+only where asked (`break_even`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from simulator import acceptance, drafts, economics, memory, steady
 from simulator.catalog import default_gpus, default_models, method_decays
 from simulator.defaults import DEFAULTS, ModelDefaults
+from simulator.drafts import method_masks
 from simulator.errors import InputError
-from simulator.latency import Hardware, ModelArrays, get_model_step_ms
-from simulator.scenarios import INPUT_COLUMNS, normalise_scenarios
+from simulator.latency import Hardware, ModelArrays, get_kv_share_per_gpu, get_model_step_ms
+from simulator.scenarios import ScenarioArrays, categorical, validate_scenarios
 from simulator.specs import DTYPE_BYTES, METHODS, GPUSpec, ModelSpec
+from simulator.steady import SERVING_MODES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 OUTPUT_COLUMNS = (
     "alpha",
@@ -72,42 +83,60 @@ OUTPUT_COLUMNS = (
 bytes per token, $ per 1M generated tokens. `status` is "ok" or why the setup cannot run;
 a row that cannot run has NaN speedup, throughput, TPOT and cost for the arm that cannot."""
 
-BLOCK_ROWS = 131_072
-"""Rows per block of a large table. A block's float64 columns (1 MiB each) stay in cache
-across the hundred-odd numpy passes, and blocks run on every core, since numpy releases
-the GIL inside its loops: 1.8x faster than one block on two cores (bench/sweep.py)."""
+BLOCK_ROWS = 32_768
+"""Rows per block of work. A block's float64 columns (256 KiB each) stay in cache across
+the hundred-odd numpy passes, and blocks run on every core, since numpy releases the GIL
+inside its loops (bench/sweep.py)."""
+
+GROUP_ROWS = 1_024
+"""Rows that share method, target, draft, GPU and dtypes are priced together with those
+figures as scalars once the group is this large (each model and GPU figure then costs
+nothing per row); smaller groups are priced together per method, figures per row."""
 
 SLOWDOWN_WARN = 1.0
 LOW_ACCEPTANCE_WARN = 0.55
 """Below this per-token acceptance a draft rarely pays (the issue's rule of thumb)."""
 HIGH_K_WARN = 8
 
+_KEY_COLUMNS = ("target", "draft", "gpu", "weight_dtype", "kv_dtype")
+_ROW_INPUTS = (
+    "num_gpus",
+    "k",
+    "batch_size",
+    "prompt_len",
+    "output_len",
+    "verify_tokens",
+    "medusa_heads",
+    "mtp_depth",
+    "draft_context_len",
+    "acceptance_rate",
+    "mean_accepted_tokens",
+    "gpu_memory_utilization",
+    "request_rate",
+    "temperature",
+    "gpu_hourly_usd",
+)
+_FLOAT_OUTPUTS = tuple(
+    c for c in OUTPUT_COLUMNS if c not in ("latency_source", "fits", "status", "warnings")
+)
 
-def _strings(column: pd.Series) -> np.ndarray:
-    """A Categorical text column as a fixed-width numpy string array (fast comparisons)."""
-    cats = np.asarray(column.cat.categories, dtype=str)
-    return cats[column.cat.codes.to_numpy()]
+
+def _if(cond, a, b):
+    """np.where(cond, a, b), without a pass over the rows when `cond` is a Python bool."""
+    if cond is True:
+        return a
+    if cond is False:
+        return b
+    return np.where(cond, a, b)
 
 
-def _masks(column: pd.Series, names) -> dict[str, np.ndarray]:
-    """Boolean mask per name for a Categorical column, compared once per category."""
-    codes = column.cat.codes.to_numpy()
-    cats = list(column.cat.categories)
-    return {
-        name: codes == cats.index(name) if name in cats else np.zeros(codes.size, bool)
-        for name in names
-    }
-
-
-def _per_category(column: pd.Series, mapping: dict) -> np.ndarray:
-    """Map a Categorical column through `mapping`, once per category."""
-    values = np.array([mapping[c] for c in column.cat.categories], dtype=float)
-    return values[column.cat.codes.to_numpy()]
-
-
-def _index(ids: pd.Series, catalog: dict) -> tuple[list, np.ndarray]:
-    keys = list(catalog)
-    return keys, pd.Index(keys).get_indexer(ids)
+def _mask(values: np.ndarray):
+    """A boolean array, or a Python bool when every entry agrees (the common case)."""
+    if values.all():
+        return True
+    if not values.any():
+        return False
+    return values
 
 
 def predict(
@@ -118,115 +147,264 @@ def predict(
     defaults: ModelDefaults = DEFAULTS,
     calibration=None,
     source: str = "scenarios",
+    break_even: bool = True,
+    row_offset: int = 0,
 ) -> pd.DataFrame:
     """Predict latency, throughput, memory and cost for every scenario row.
 
     `calibration` (a `simulator.calibration.Calibration`) replaces roofline step times by
-    measured ones where a profile covers the point. Raises `InputError` on bad input.
+    measured ones where a profile covers the point. `break_even=False` skips the
+    break-even acceptance (a Newton solve per row, a fifth of the time; the column is then
+    NaN). `row_offset` shifts the row numbers errors report when `scenarios` is a block
+    of a larger table. Raises `InputError` on bad input.
     """
+    import pandas as pd
+
     gpus = default_gpus() if gpus is None else gpus
     models = default_models() if models is None else models
     if calibration is not None:
         gpus = {**gpus, **calibration.gpus}
-    if not isinstance(scenarios, pd.DataFrame) or len(scenarios) <= BLOCK_ROWS:
-        return _predict_block(scenarios, gpus, models, defaults, calibration, source, 0)
-    starts = range(0, len(scenarios), BLOCK_ROWS)
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        futures = [
-            pool.submit(
-                _predict_block,
-                scenarios.iloc[i : i + BLOCK_ROWS],
+    try:
+        sc = validate_scenarios(scenarios, gpus, models, source=source, row_offset=row_offset)
+    except InputError as exc:
+        raise _first_error(exc, scenarios, gpus, models, source, row_offset) from None
+    outputs = _evaluate_table(sc, gpus, models, defaults, calibration, break_even)
+    return pd.DataFrame({**sc.columns(), **outputs}, copy=False)
+
+
+def _first_error(exc, scenarios, gpus, models, source, row_offset) -> InputError:
+    """The error of the earliest block of `BLOCK_ROWS` rows that has one: validation
+    checks one rule over every row before the next, so the first error it meets may sit
+    below a row that breaks a later rule."""
+    if exc.row is None:
+        return exc
+    failing = (exc.row - row_offset - 1) // BLOCK_ROWS * BLOCK_ROWS
+    for lo in range(0, failing, BLOCK_ROWS):
+        try:
+            validate_scenarios(
+                scenarios.iloc[lo : lo + BLOCK_ROWS],
                 gpus,
                 models,
-                defaults,
-                calibration,
-                source,
-                i,
+                source=source,
+                row_offset=row_offset + lo,
             )
-            for i in starts
-        ]
-        results, errors = [], []
-        for f in futures:
-            try:
-                results.append(f.result())
-            except InputError as exc:
-                errors.append(exc)
-    if errors:
-        raise min(errors, key=lambda e: e.row or 0)
-    return pd.concat(results, ignore_index=True)
+        except InputError as earlier:
+            return earlier
+    return exc
 
 
-def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_offset):
-    sc, positions = normalise_scenarios(
-        scenarios, gpus, models, source=source, row_offset=row_offset
+def _groups(sc: ScenarioArrays, calibration) -> list[tuple[str, bool, object]]:
+    """Pieces of work: (method, uniform, rows), rows a slice or an index array. Rows of one
+    piece share the method; in a `uniform` piece they share target, draft, GPU and dtypes
+    too. Pieces never leave a block of `BLOCK_ROWS` consecutive rows, so gathering their
+    inputs and scattering their outputs stays in cache."""
+    n = sc.n
+    method = sc.codes["method"].astype(np.int64)
+    n_methods = len(METHODS)
+    combo = None
+    if calibration is None:
+        key = np.zeros(n, dtype=np.int64)
+        span = 1
+        for c in _KEY_COLUMNS:
+            codes = sc.codes[c]
+            size = int(codes.max()) + 1
+            key = key * size + codes
+            span *= size
+        key = key * n_methods + method  # the method is the last digit
+        span *= n_methods
+        if span <= 4 * n + 1_000_000:
+            present = np.bincount(key, minlength=span) > 0
+            lookup = np.cumsum(present) - 1
+            combo = lookup[key]
+            n_combos = int(present.sum())
+            combo_method = (np.flatnonzero(present) % n_methods).astype(int)
+            if n_combos + n_methods >= 2**16:
+                combo = None
+    pieces = []
+    for lo in range(0, n, BLOCK_ROWS):
+        hi = min(lo + BLOCK_ROWS, n)
+        if combo is not None:
+            block = combo[lo:hi]
+            if block[0] == block[-1] and (block == block[0]).all():
+                pieces.append((METHODS[combo_method[block[0]]], True, slice(lo, hi)))
+                continue
+            big = np.bincount(block, minlength=n_combos) >= GROUP_ROWS
+            ids = np.where(big[block], block, n_combos + method[lo:hi])
+            n_ids = n_combos + n_methods
+        else:
+            ids, n_ids = method[lo:hi], n_methods
+            big = np.zeros(0, bool)
+        order = np.argsort(ids.astype(np.uint16), kind="stable") + lo
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=n_ids))])
+        for gid in np.flatnonzero(np.diff(bounds)):
+            rows = order[bounds[gid] : bounds[gid + 1]]
+            if gid < len(big):
+                pieces.append((METHODS[combo_method[gid]], True, rows))
+            else:
+                pieces.append((METHODS[gid - (n_ids - n_methods)], False, rows))
+    return pieces
+
+
+def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict:
+    """Every output column for the validated table `sc`, priced piece by piece."""
+    import pandas as pd
+
+    n = sc.n
+    out = {c: np.empty(n) for c in _FLOAT_OUTPUTS}
+    out["fits"] = np.empty(n, dtype=bool)
+    status_bits = np.empty(n, dtype=np.int64)
+    warning_bits = np.empty(n, dtype=np.int64)
+    labels = np.zeros(n, dtype=object) if calibration is not None else None
+    model_specs = tuple(models.values())
+    gpu_specs = tuple(gpus[key] for key in sc.categories["gpu"])
+    try:
+        catalog = _catalog(model_specs, gpu_specs)
+    except TypeError:  # a catalog of unhashable specs: build it each time
+        catalog = _catalog.__wrapped__(model_specs, gpu_specs)
+
+    def run(piece) -> None:
+
+        method, uniform, rows = piece
+        res = _evaluate(
+            sc, rows, method, uniform, catalog, defaults, calibration, break_even, models
+        )
+        for c in _FLOAT_OUTPUTS:
+            out[c][rows] = res[c]
+        out["fits"][rows] = res["fits"]
+        status_bits[rows] = res["status"]
+        warning_bits[rows] = res["warnings"]
+        if labels is not None:
+            labels[rows] = res["latency_source"]
+
+    pieces = _groups(sc, calibration)
+    workers = min(os.cpu_count() or 1, len(pieces))
+    if workers == 1:
+        for piece in pieces:
+            run(piece)
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for f in [pool.submit(run, p) for p in pieces]:
+                f.result()
+    if labels is None:
+        source_col = categorical(np.zeros(n, dtype=np.int8), ["roofline"])
+    else:
+        source_col = pd.Categorical(labels.astype(str))
+    columns = {c: out[c] for c in _FLOAT_OUTPUTS}
+    columns["latency_source"] = source_col
+    columns["fits"] = out["fits"]
+    columns["status"] = categorical(status_bits, _STATUS_LABELS)
+    columns["warnings"] = categorical(warning_bits, _WARNING_LABELS)
+    return {c: columns[c] for c in OUTPUT_COLUMNS}
+
+
+@functools.lru_cache(maxsize=8)
+def _catalog(model_specs: tuple, gpu_specs: tuple) -> _Catalog:
+    """The catalogs as arrays, built once per catalog (specs are frozen, so hashable)."""
+    return _Catalog(
+        models=ModelArrays.from_specs(list(model_specs)),
+        drafts=ModelArrays.from_specs([None, *model_specs]),
+        gpus=list(gpu_specs),
+        tokenizer=np.array([m.tokenizer for m in model_specs], dtype=object),
+        window=np.array([m.max_position_embeddings for m in model_specs], float),
     )
-    n = len(sc)
 
-    model_keys, t_idx = _index(sc["target"], models)
-    catalog_arrays = ModelArrays.from_specs([models[key] for key in model_keys] + [None])
-    t = catalog_arrays.take(t_idx)
-    d_codes = pd.Index(model_keys).get_indexer(sc["draft"])
-    d = catalog_arrays.take(np.where(d_codes < 0, len(model_keys), d_codes))
-    gpu_keys, g_idx = _index(sc["gpu"], gpus)
-    g_specs = [gpus[key] for key in gpu_keys]
 
-    method = _masks(sc["method"], METHODS)
-    spec_on = ~method["none"]
-    is_fp8 = _masks(sc["weight_dtype"], ("fp8",))["fp8"]
-    wbytes = _per_category(sc["weight_dtype"], DTYPE_BYTES)
-    kvbytes = _per_category(sc["kv_dtype"], DTYPE_BYTES)
-    fp8_tflops = np.array([g.tflops_for("fp8") for g in g_specs])[g_idx]
-    bf16_tflops = np.array([g.bf16_tflops for g in g_specs])[g_idx]
+@dataclass(frozen=True)
+class _Catalog:
+    """The catalogs as arrays: `models` indexed by target code, `drafts` by draft code
+    (0 = no draft model), `gpus` by GPU code."""
+
+    models: ModelArrays
+    drafts: ModelArrays
+    gpus: list
+    tokenizer: np.ndarray
+    window: np.ndarray
+
+
+def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, break_even, models):
+    """Every output of the rows `rows` of `sc`, which share `method_name` (and, when
+    `uniform`, every catalog id): arrays of len(rows), or scalars where uniform."""
+    n = rows.stop - rows.start if isinstance(rows, slice) else len(rows)
+    val = {c: sc.values[c][rows] for c in _ROW_INPUTS}
+    codes = {c: sc.codes[c][rows] for c in (*_KEY_COLUMNS, "serving")}
+    if uniform:
+        codes.update({c: int(codes[c][0]) for c in _KEY_COLUMNS})
+    t_code, d_code, g_code = codes["target"], codes["draft"], codes["gpu"]
+    t = catalog.models.take(t_code)
+    d = catalog.drafts.take(d_code)
+    g_specs = catalog.gpus
+    wd_names = np.array(sc.categories["weight_dtype"])
+    kv_names = np.array(sc.categories["kv_dtype"])
+
+    method = method_masks(method_name)
+    spec_on = method_name != "none"
+    is_draft = method["draft_model"]
+    wd = wd_names[codes["weight_dtype"]]
+    is_fp8 = wd == "fp8"
+    wbytes = np.array([DTYPE_BYTES[w] for w in wd_names])[codes["weight_dtype"]]
+    kvbytes = np.array([DTYPE_BYTES[v] for v in kv_names])[codes["kv_dtype"]]
+    fp8_tflops = np.array([g.tflops_for("fp8") for g in g_specs])[g_code]
+    bf16_tflops = np.array([g.bf16_tflops for g in g_specs])[g_code]
     hw = Hardware(
-        bw_gbps=np.array([g.hbm_bandwidth_gbps for g in g_specs])[g_idx],
+        bw_gbps=np.array([g.hbm_bandwidth_gbps for g in g_specs])[g_code],
         tflops=np.where(is_fp8, fp8_tflops, bf16_tflops),
-        link_gbps=np.array([g.interconnect_gbps for g in g_specs])[g_idx],
-        num_gpus=sc["num_gpus"].to_numpy(dtype=float),
+        link_gbps=np.array([g.interconnect_gbps for g in g_specs])[g_code],
+        num_gpus=val["num_gpus"],
         sharpness=defaults.roofline_sharpness,
     )
-    memory_gb = np.array([g.memory_gb for g in g_specs])[g_idx]
+    memory_gb = np.array([g.memory_gb for g in g_specs])[g_code]
 
-    k = sc["k"].to_numpy(dtype=float)
-    batch = sc["batch_size"].to_numpy(dtype=float)
-    prompt = sc["prompt_len"].to_numpy(dtype=float)
-    output = sc["output_len"].to_numpy(dtype=float)
-    verify = sc["verify_tokens"].to_numpy(dtype=float)
+    k = val["k"]
+    batch = val["batch_size"]
+    prompt = val["prompt_len"]
+    output = val["output_len"]
+    verify = val["verify_tokens"]
     context = prompt + output / 2.0
-    heads = sc["medusa_heads"].to_numpy(dtype=float)
-    mtp_depth = sc["mtp_depth"].to_numpy(dtype=float)
-    draft_window = sc["draft_context_len"].to_numpy(dtype=float)
-    d_context = np.where(np.isnan(draft_window), context, np.minimum(context, draft_window))
+    heads = val["medusa_heads"]
+    mtp_depth = val["mtp_depth"]
+    draft_window = val["draft_context_len"]
+    windowed = _mask(~np.isnan(draft_window))
+    d_context = _if(windowed, np.minimum(context, draft_window), context)
 
     # Acceptance: i.i.d. rows in closed form; rows with measured per-position rates on
     # their own (n, K) matrix.
-    alpha_in = sc["acceptance_rate"].to_numpy(dtype=float)
-    tau_in = sc["mean_accepted_tokens"].to_numpy(dtype=float)
-    has_pos = spec_on & ~np.isnan(positions[:, 0])
-    alpha = np.where(spec_on, alpha_in, np.nan)
-    from_tau = spec_on & ~np.isnan(tau_in)
-    alpha[from_tau] = acceptance.alpha_from_tau(tau_in[from_tau], k[from_tau])
-    tau = np.where(spec_on, acceptance.tau_iid(np.nan_to_num(alpha), k), 1.0)
-    tau[from_tau] = tau_in[from_tau]
-    quantiles = {
-        q: acceptance.tokens_per_step_quantile_iid(np.nan_to_num(alpha), k, q)
-        for q in (0.1, 0.5, 0.9)
-    }
+    alpha_in = val["acceptance_rate"]
+    tau_in = val["mean_accepted_tokens"]
+    positions = None if sc.positions is None else sc.positions[rows]
+    has_pos = np.zeros(n, bool) if positions is None or not spec_on else ~np.isnan(positions[:, 0])
+    if spec_on:
+        alpha = alpha_in.copy()
+        from_tau = ~np.isnan(tau_in)
+        if from_tau.any():
+            alpha[from_tau] = acceptance.alpha_from_tau(tau_in[from_tau], k[from_tau])
+        tau = acceptance.tau_iid(np.nan_to_num(alpha), k)
+        tau[from_tau] = tau_in[from_tau]
+        a0 = np.nan_to_num(alpha)
+        qs = (0.1, 0.5, 0.9)
+        quantiles = dict(zip(qs, acceptance.tokens_per_step_quantiles_iid(a0, k, qs), strict=True))
+    else:
+        alpha = np.full(n, np.nan)
+        tau = np.ones(n)
+        quantiles = {q: np.ones(n) for q in (0.1, 0.5, 0.9)}
     if has_pos.any():
-        rows = np.flatnonzero(has_pos)
+        pos_rows = np.flatnonzero(has_pos)
         pos = _extend_measured(
-            positions[rows], k[rows], _strings(sc["method"])[rows], mtp_depth[rows]
+            positions[pos_rows],
+            k[pos_rows],
+            np.full(pos_rows.size, method_name),
+            mtp_depth[pos_rows],
         )
-        tau[rows] = acceptance.tau_from_positions(pos, k[rows])
-        alpha[rows] = acceptance.alpha_from_tau(tau[rows], k[rows])
+        tau[pos_rows] = acceptance.tau_from_positions(pos, k[pos_rows])
+        alpha[pos_rows] = acceptance.alpha_from_tau(tau[pos_rows], k[pos_rows])
         for q in quantiles:
-            quantiles[q][rows] = acceptance.tokens_per_step_quantile(pos, k[rows], q)
+            quantiles[q][pos_rows] = acceptance.tokens_per_step_quantile(pos, k[pos_rows], q)
 
     # Memory, and the batch that actually runs: KV capacity caps it, the rest queue.
     tp = hw.num_gpus
     weights = t.total_params * wbytes
     # A draft model that is the target itself (self-speculation with a compressed cache,
     # as MagicDec runs it) shares the target's weights.
-    self_draft = method["draft_model"] & (d_codes == t_idx)
+    self_draft = is_draft and np.equal(d_code - 1, t_code)
     draft_weights = np.where(
         self_draft, 0.0, drafts.get_draft_params(method, t, d, k, heads, mtp_depth) * wbytes
     )
@@ -238,39 +416,45 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
         + (defaults.non_torch_reserve_gb + defaults.cuda_graph_reserve_gb)
         * defaults.hbm_bytes_per_gb
     )
-    util = sc["gpu_memory_utilization"].to_numpy(dtype=float)
+    util = val["gpu_memory_utilization"]
     usable_base = memory.get_usable_kv_bytes(memory_gb, tp, weights, act, util, defaults)
-    usable_spec = memory.get_usable_kv_bytes(
-        memory_gb, tp, weights + draft_weights, act, util, defaults
+    usable_spec = (
+        memory.get_usable_kv_bytes(memory_gb, tp, weights + draft_weights, act, util, defaults)
+        if spec_on
+        else usable_base
     )
-    kv_rep_t = memory.get_replica_kv_bytes_per_token(t, kv_t, tp)
-    kv_rep_d = np.where(
-        method["draft_model"],
-        memory.get_replica_kv_bytes_per_token(d, kv_d, tp),
-        memory.get_replica_kv_bytes_per_token(t, kv_d, tp),
-    ) * (d_context / context)
+    share_t = get_kv_share_per_gpu(t, tp)
+    kv_rep_t = kv_t * share_t * tp
+    if spec_on:
+        share_d = get_kv_share_per_gpu(d, tp) if is_draft else share_t
+        kv_rep_d = kv_d * share_d * tp * (d_context / context)
+        cap_spec = memory.get_token_capacity(usable_spec, kv_rep_t + kv_rep_d)
     cap_base = memory.get_token_capacity(usable_base, kv_rep_t)
-    cap_spec = memory.get_token_capacity(usable_spec, kv_rep_t + kv_rep_d)
-    lookahead = np.where(
-        method["draft_model"] | method["eagle"] | method["eagle3"] | method["mtp"], k, 0.0
-    )
+    if not spec_on:
+        cap_spec = cap_base
+    lookahead = k if method_name in ("draft_model", "eagle", "eagle3", "mtp") else 0.0
     conc_base = memory.get_max_concurrency(cap_base, prompt, output, 0)
-    conc_spec = memory.get_max_concurrency(cap_spec, prompt, output, lookahead)
-    conc_spec = np.where(spec_on, conc_spec, conc_base)
-    fits = np.where(spec_on, batch <= conc_spec, batch <= conc_base)
+    if spec_on:
+        conc_spec = memory.get_max_concurrency(cap_spec, prompt, output, lookahead)
+        fits = batch <= conc_spec
+    else:
+        conc_spec = conc_base
+        fits = batch <= conc_base
     seqs = defaults.max_num_seqs
-    rate = sc["request_rate"].to_numpy(dtype=float)
-    open_loop = ~np.isnan(rate)
-    batch = np.where(open_loop, np.inf, batch)
+    rate = val["request_rate"]
+    open_loop = _mask(~np.isnan(rate))
+    batch = _if(open_loop, np.inf, batch)
     run_base = steady.get_effective_batch(
         batch, steady.get_sustained_batch(cap_base, prompt, output, 0.0), seqs
     )
-    run_spec = steady.get_effective_batch(
-        batch, steady.get_sustained_batch(cap_spec, prompt, output, lookahead), seqs
-    )
-    run_spec = np.where(spec_on, run_spec, run_base)
+    if spec_on:
+        run_spec = steady.get_effective_batch(
+            batch, steady.get_sustained_batch(cap_spec, prompt, output, lookahead), seqs
+        )
+    else:
+        run_spec = run_base
     b_base = np.maximum(run_base, 1.0)
-    b_spec = np.maximum(run_spec, 1.0)
+    b_spec = np.maximum(run_spec, 1.0) if spec_on else b_base
 
     # Step times: roofline, or the profile's fit and measurements on a profiled device.
     over_t = defaults.forward_overhead_ms
@@ -278,16 +462,26 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
     over_head = defaults.head_forward_overhead_ms
     hw_d = hw
     if calibration is not None:
-        target_ids, draft_ids, gpu_ids = (_strings(sc[c]) for c in ("target", "draft", "gpu"))
-        wdtype = _strings(sc["weight_dtype"])
+        target_ids = np.array(sc.categories["target"], dtype=object)[t_code].astype(str)
+        draft_ids = np.array(sc.categories["draft"], dtype=object)[d_code].astype(str)
+        gpu_ids = np.array(sc.categories["gpu"], dtype=object)[g_code].astype(str)
+        wdtype = np.asarray(wd).astype(str)
+        full = (n,)
+        hw = Hardware(
+            bw_gbps=np.broadcast_to(hw.bw_gbps, full).astype(float),
+            tflops=np.broadcast_to(hw.tflops, full).astype(float),
+            link_gbps=np.broadcast_to(hw.link_gbps, full).astype(float),
+            num_gpus=hw.num_gpus,
+            sharpness=hw.sharpness,
+        )
         hw_d = calibration.effective_hardware(gpu_ids, hw, defaults, draft_ids)
         hw = calibration.effective_hardware(gpu_ids, hw, defaults, target_ids)
         over_t = calibration.overhead_ms(gpu_ids, t.num_layers, over_t, target_ids)
         over_d = calibration.overhead_ms(gpu_ids, d.num_layers, over_d, draft_ids)
         over_head = calibration.overhead_ms(gpu_ids, 1.0, over_head, target_ids)
-    in_steady = _masks(sc["serving"], ("steady",))["steady"]
-    sampled = sc["temperature"].to_numpy(dtype=float) > 0
-    draft_forwards = np.where(method["draft_model"], k, 0.0)
+    in_steady = _mask(codes["serving"] == SERVING_MODES.index("steady"))
+    sampled = _mask(val["temperature"] > 0)
+    draft_forwards = k if is_draft else 0.0
 
     def spec_prefill_ms(tokens):
         """Prefill time per speculative step: the target's and the draft's."""
@@ -305,13 +499,16 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
     def price(b_base, b_spec):
         """Every per-step time at the batches that run (ms), and the latency sources."""
         t_step = get_model_step_ms(t, hw, b_base, 1.0, context, wbytes, kvbytes, over_t, defaults)
-        v_step = get_model_step_ms(
-            t, hw, b_spec, verify, context, wbytes, kvbytes, over_t, defaults
-        )
-        d_model_step = get_model_step_ms(
-            d, hw_d, b_spec, 1.0, d_context, wbytes, kvbytes, over_d, defaults
-        )
-        source_col = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=["roofline"])
+        v_step = d_model_step = d_step = 0.0
+        if spec_on:
+            v_step = get_model_step_ms(
+                t, hw, b_spec, verify, context, wbytes, kvbytes, over_t, defaults
+            )
+        if is_draft:
+            d_model_step = get_model_step_ms(
+                d, hw_d, b_spec, 1.0, d_context, wbytes, kvbytes, over_d, defaults
+            )
+        labels = None
         d_round = None
         if calibration is not None:
             fitted = np.isin(gpu_ids, list(calibration.fits))
@@ -324,42 +521,39 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
                 )
 
             t_step, src_t = measured(target_ids, b_base, 1.0, t_step)
-            v_step, src_v = measured(target_ids, b_spec, verify, v_step)
-            d_model_step, src_d = measured(draft_ids, b_spec, 1.0, d_model_step, d_context)
-            d_round = calibration.draft_round_ms(
-                gpu_ids, target_ids, draft_ids, wdtype, tp_ids, b_spec, k, d_context
+            src_v = src_d = np.full(n, "", dtype=object)
+            if spec_on:
+                v_step, src_v = measured(target_ids, b_spec, verify, v_step)
+            if is_draft:
+                d_model_step, src_d = measured(draft_ids, b_spec, 1.0, d_model_step, d_context)
+                d_round = calibration.draft_round_ms(
+                    gpu_ids, target_ids, draft_ids, wdtype, tp_ids, b_spec, k, d_context
+                )
+                src_d = np.where(np.isnan(d_round), src_d, "in-loop")
+            described = calibration.describe(src_t, src_v, src_d)
+            labels = np.where(described == "", "roofline", described)
+        if spec_on:
+            d_step = drafts.get_draft_step_ms(
+                method,
+                t,
+                d,
+                hw,
+                b_spec,
+                d_context,
+                wbytes,
+                kvbytes,
+                k,
+                defaults,
+                draft_model_step_ms=d_model_step,
+                head_overhead_ms=over_head,
+                draft_model_round_ms=d_round,
+                medusa_heads=heads,
             )
-            src_d = np.where(np.isnan(d_round), src_d, "in-loop")
-            labels = calibration.describe(
-                src_t, np.where(spec_on, src_v, ""), np.where(method["draft_model"], src_d, "")
-            )
-            source_col = pd.Categorical(np.where(labels == "", "roofline", labels))
-        d_step = drafts.get_draft_step_ms(
-            method,
-            t,
-            d,
-            hw,
-            b_spec,
-            d_context,
-            wbytes,
-            kvbytes,
-            k,
-            defaults,
-            draft_model_step_ms=d_model_step,
-            head_overhead_ms=over_head,
-            draft_model_round_ms=d_round,
-            medusa_heads=heads,
-        )
 
         # Steady state: the prompts of the requests that replace finished ones ride in each
         # step, tau times as many under speculation; the engine's host costs on top.
-        pf_base = np.where(
+        pf_base = _if(
             in_steady, steady.get_prefill_tokens_per_step(b_base, 1.0, prompt, output), 0.0
-        )
-        pf_spec = np.where(
-            in_steady & spec_on,
-            steady.get_prefill_tokens_per_step(b_spec, tau, prompt, output),
-            0.0,
         )
         pf_base_ms = steady.get_prefill_ms(
             t,
@@ -371,17 +565,19 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
             defaults,
             efficiency=hw.prefill_efficiency,
         )
-        pf_spec_ms = spec_prefill_ms(pf_spec)
         host_base = steady.get_engine_step_ms(b_base, defaults)
-        host_spec = steady.get_engine_step_ms(b_spec, defaults) + steady.get_engine_round_ms(
-            spec_on, sampled, draft_forwards, b_spec, k, t.vocab_size, hw.bw_gbps, tp, defaults
-        )
         base_step = t_step + pf_base_ms + host_base
-        spec_step = np.where(
-            spec_on,
-            d_step + v_step + defaults.verify_overhead_ms + pf_spec_ms + host_spec,
-            base_step,
-        )
+        if spec_on:
+            pf_spec = _if(
+                in_steady, steady.get_prefill_tokens_per_step(b_spec, tau, prompt, output), 0.0
+            )
+            pf_spec_ms = spec_prefill_ms(pf_spec)
+            host_spec = steady.get_engine_step_ms(b_spec, defaults) + steady.get_engine_round_ms(
+                True, sampled, draft_forwards, b_spec, k, t.vocab_size, hw.bw_gbps, tp, defaults
+            )
+            spec_step = d_step + v_step + defaults.verify_overhead_ms + pf_spec_ms + host_spec
+        else:
+            pf_spec, pf_spec_ms, host_spec, spec_step = 0.0, 0.0, 0.0, base_step
         return _Priced(
             t_step=t_step,
             v_step=v_step,
@@ -394,13 +590,14 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
             host_spec=host_spec,
             base_step=base_step,
             spec_step=spec_step,
-            source=source_col,
+            source=labels,
         )
 
     # Open loop (a request rate): the mean number of requests in the engine solves
     # Little's law, B = rate * (TTFT + output_len * TPOT(B)), in each arm on its own.
-    over_base = over_spec = np.zeros(n, dtype=bool)
-    if open_loop.any():
+    over_base = over_spec = False
+    if open_loop is not False:
+        loop_rows = np.broadcast_to(open_loop, (n,))
         ttft_base = steady.get_prefill_ms(
             t,
             prompt,
@@ -423,42 +620,48 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
             )
 
         b_base, b_spec, over_base, over_spec = steady.solve_littles_law(
-            latency_s, rate, np.maximum(run_base, 1.0), np.maximum(run_spec, 1.0), open_loop
+            latency_s,
+            rate,
+            np.maximum(run_base, 1.0),
+            np.maximum(np.broadcast_to(run_spec, (n,)), 1.0),
+            loop_rows,
         )
         over_spec = over_spec & spec_on
-        b_spec = np.where(spec_on, b_spec, b_base)
+        b_spec = b_spec if spec_on else b_base
     fits_one_base, fits_one_spec = run_base >= 1, run_spec >= 1
-    run_base = np.where(open_loop, b_base, run_base)
-    run_spec = np.where(open_loop, b_spec, run_spec)
-    b_base, b_spec = np.maximum(b_base, 1.0), np.maximum(b_spec, 1.0)
+    run_base = _if(open_loop, b_base, run_base)
+    run_spec = _if(open_loop, b_spec, run_spec)
+    b_base = np.maximum(b_base, 1.0)
+    b_spec = np.maximum(b_spec, 1.0) if spec_on else b_base
     priced = price(b_base, b_spec)
     t_step, v_step, d_step = priced.t_step, priced.v_step, priced.d_step
     pf_base, pf_spec = priced.pf_base, priced.pf_spec
     pf_base_ms, pf_spec_ms = priced.pf_base_ms, priced.pf_spec_ms
     host_base, host_spec = priced.host_base, priced.host_spec
-    base_step, spec_step, source_col = priced.base_step, priced.spec_step, priced.source
+    base_step, spec_step = priced.base_step, priced.spec_step
 
-    # The prefill a speculative step carries is affine in tau: A + per_tau * tau.
-    one = np.where(
-        in_steady & spec_on, steady.get_prefill_tokens_per_step(b_spec, 1.0, prompt, output), 0.0
-    )
-    per_tau = spec_prefill_ms(2.0 * one) - spec_prefill_ms(one)
     offered = rate * output
-    baseline_tok_s = np.where(open_loop, offered, b_base * 1e3 / base_step)
-    spec_tok_s = np.where(open_loop, offered, b_spec * tau * 1e3 / spec_step)
-    # Closed loop: throughput at the batches that run. Open loop: both arms serve the
-    # same rate, so the gain is in each request's time per token.
-    speedup = np.where(open_loop, base_step * tau / spec_step, spec_tok_s / baseline_tok_s)
+    baseline_tok_s = _if(open_loop, offered, b_base * 1e3 / base_step)
+    if spec_on:
+        spec_tok_s = _if(open_loop, offered, b_spec * tau * 1e3 / spec_step)
+        # Closed loop: throughput at the batches that run. Open loop: both arms serve the
+        # same rate, so the gain is in each request's time per token.
+        speedup = _if(open_loop, base_step * tau / spec_step, spec_tok_s / baseline_tok_s)
+        spec_tpot = spec_step / tau
+    else:
+        spec_tok_s = baseline_tok_s
+        speedup = _if(open_loop, base_step * tau / spec_step, spec_tok_s / baseline_tok_s)
+        spec_tpot = spec_step / tau
     baseline_tpot = base_step
-    spec_tpot = spec_step / tau
 
     # A decode_only row describes one step at context prompt + output / 2: its lengths set
     # that context, they are not a request that must fit the model's window.
-    length = np.where(in_steady, prompt + output, 0.0)
-    status = _status(
-        k > np.where(method["medusa"], heads, np.inf),
-        sc,
-        models,
+    length = _if(in_steady, prompt + output, 0.0)
+    status_bits, cannot_base, cannot_spec = _status(
+        method_name == "medusa" and k > heads,
+        catalog,
+        t_code,
+        d_code,
         method,
         spec_on,
         usable_base,
@@ -468,9 +671,8 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
         length,
         over_base,
         over_spec,
+        n,
     )
-    cannot_base = status.codes_base
-    cannot_spec = status.codes_spec
     nan = np.nan
     baseline_tok_s = np.where(cannot_base, nan, baseline_tok_s)
     baseline_tpot = np.where(cannot_base, nan, baseline_tpot)
@@ -478,17 +680,27 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
     spec_tpot = np.where(cannot_spec, nan, spec_tpot)
     speedup = np.where(cannot_base | cannot_spec, nan, speedup)
 
-    price = sc["gpu_hourly_usd"].to_numpy(dtype=float)
-    cost_base = economics.get_cost_per_mtok(price, tp, baseline_tok_s)
-    cost_spec = economics.get_cost_per_mtok(price, tp, spec_tok_s)
-    cost_base = np.where(cannot_base, nan, cost_base)
-    cost_spec = np.where(cannot_spec, nan, cost_spec)
-    capped = ~open_loop & (spec_on & (run_spec < batch) | (run_base < batch))
+    hourly = val["gpu_hourly_usd"]
+    cost_base = np.where(cannot_base, nan, economics.get_cost_per_mtok(hourly, tp, baseline_tok_s))
+    cost_spec = np.where(cannot_spec, nan, economics.get_cost_per_mtok(hourly, tp, spec_tok_s))
+    closed = open_loop is False or ~np.asarray(open_loop)
+    if open_loop is True:
+        capped = False
+    else:
+        capped = closed & (spec_on & (run_spec < batch) | (run_base < batch))
 
-    warnings = _warnings(spec_on, k, alpha, speedup, fits, usable_spec, capped)
+    warning_bits = _warnings(spec_on, k, alpha, speedup, fits, usable_spec, capped, n)
+    if spec_on and break_even:
+        one = _if(in_steady, steady.get_prefill_tokens_per_step(b_spec, 1.0, prompt, output), 0.0)
+        # The prefill a speculative step carries is affine in tau: A + per_tau * tau.
+        per_tau = spec_prefill_ms(2.0 * one) - spec_prefill_ms(one)
+        be = _break_even_alpha(
+            True, spec_step, tau, per_tau, base_step, b_base, b_spec, k, open_loop
+        )
+    else:
+        be = nan
     gb = defaults.hbm_bytes_per_gb
-    out = sc
-    extra = {
+    res = {
         "alpha": alpha,
         "tau": tau,
         "vllm_draft_acceptance_rate": acceptance.draft_acceptance_rate(tau, k),
@@ -496,22 +708,20 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
         "effective_batch_baseline": run_base,
         "effective_batch_spec": run_spec,
         "prefill_tokens_per_step_baseline": pf_base,
-        "prefill_tokens_per_step_spec": np.where(spec_on, pf_spec, pf_base),
+        "prefill_tokens_per_step_spec": pf_spec if spec_on else pf_base,
         "target_step_ms": t_step,
-        "draft_step_ms": np.where(spec_on, d_step, 0.0),
-        "verify_step_ms": np.where(spec_on, v_step, 0.0),
+        "draft_step_ms": d_step,
+        "verify_step_ms": v_step,
         "prefill_ms_baseline": pf_base_ms,
-        "prefill_ms_spec": np.where(spec_on, pf_spec_ms, pf_base_ms),
+        "prefill_ms_spec": pf_spec_ms if spec_on else pf_base_ms,
         "engine_ms_baseline": host_base,
-        "engine_ms_spec": np.where(spec_on, host_spec, host_base),
+        "engine_ms_spec": host_spec if spec_on else host_base,
         "baseline_step_ms": base_step,
         "spec_step_ms": spec_step,
         "baseline_tpot_ms": baseline_tpot,
         "spec_tpot_ms": spec_tpot,
         "speedup": speedup,
-        "break_even_alpha": _break_even_alpha(
-            spec_on, spec_step, tau, per_tau, base_step, b_base, b_spec, k, open_loop
-        ),
+        "break_even_alpha": be,
         "baseline_tok_s": baseline_tok_s,
         "spec_tok_s": spec_tok_s,
         "baseline_tok_s_per_user": 1e3 / baseline_tpot,
@@ -532,15 +742,13 @@ def _predict_block(scenarios, gpus, models, defaults, calibration, source, row_o
         "max_concurrency_spec": conc_spec,
         "cost_per_mtok_baseline": cost_base,
         "cost_per_mtok_spec": cost_spec,
-        "latency_source": source_col,
         "fits": fits,
-        "status": status.text,
-        "warnings": warnings,
+        "status": status_bits,
+        "warnings": warning_bits,
     }
-    columns = {
-        c: out[c].to_numpy() if out[c].dtype.kind in "biuf" else out[c].array for c in INPUT_COLUMNS
-    }
-    return pd.DataFrame({**columns, **extra}, copy=False)
+    if calibration is not None:
+        res["latency_source"] = priced.source
+    return res
 
 
 def _break_even_alpha(spec_on, spec_step, tau, per_tau, base_step, b_base, b_spec, k, open_loop):
@@ -553,7 +761,7 @@ def _break_even_alpha(spec_on, spec_step, tau, per_tau, base_step, b_base, b_spe
     parity: the same with b_spec = b_base. Beyond K+1 (or with a non-positive
     denominator) no acceptance suffices (reported as inf).
     """
-    b_spec = np.where(open_loop, b_base, b_spec)
+    b_spec = _if(open_loop, b_base, b_spec)
     s0 = spec_step - per_tau * tau
     denom = b_spec * base_step - b_base * per_tau
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -587,7 +795,8 @@ def _extend_measured(positions, k, methods, mtp_depth) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Priced:
-    """Per-step times in ms at the batches that run, one entry per scenario."""
+    """Per-step times in ms at the batches that run, one entry per scenario (a scalar
+    where every row of a piece shares it)."""
 
     t_step: np.ndarray
     v_step: np.ndarray
@@ -600,22 +809,62 @@ class _Priced:
     host_spec: np.ndarray
     base_step: np.ndarray
     spec_step: np.ndarray
-    source: pd.Categorical
+    source: np.ndarray | None
 
 
-@dataclass(frozen=True)
-class _Status:
-    """Which arm of each row cannot run, and why, spelled once per distinct reason set."""
+_BASE_REASONS = (
+    "cannot run: the target's weights and reserves exceed the GPUs' memory",
+    "cannot run: prompt_len + output_len exceed the target's context window",
+    "cannot run: the KV cache cannot hold one request",
+    "overloaded: the request rate exceeds what the replica serves; queues grow without bound",
+)
+_SPEC_REASONS = (
+    "cannot run: draft and target tokenizers differ, speculation is impossible",
+    "cannot run with speculation: the draft's weights do not fit beside the target's",
+    "cannot run with speculation: prompt_len + output_len exceed the draft's context window",
+    "cannot run with speculation: the KV cache cannot hold one request beside the draft's",
+    "overloaded with speculation: the request rate exceeds what the replica serves",
+    "cannot run with speculation: K exceeds the Medusa checkpoint's heads "
+    "(medusa_heads); engines refuse it",
+)
+_WARNING_MESSAGES = (
+    f"K above {HIGH_K_WARN}: acceptance decays with position, deep drafts rarely pay",
+    f"acceptance below {LOW_ACCEPTANCE_WARN}: speculation seldom pays",
+    "batch does not fit in the KV cache: the engine runs effective_batch_*, the rest queue",
+    "batch capped by the KV cache or max_num_seqs in steady state: see effective_batch_*",
+    "speculation is slower than the baseline at this batch",
+)
 
-    codes_base: np.ndarray
-    codes_spec: np.ndarray
-    text: pd.Categorical
+
+def _labels(messages, none: str = "") -> list[str]:
+    """Every combination of `messages` (bit i = message i) spelled as its messages joined
+    by '; ' (`none` where no bit is set): the categories of a status or warnings column,
+    the same for every table, so tables concatenate as categoricals."""
+    return [
+        "; ".join(msg for i, msg in enumerate(messages) if p >> i & 1) or none
+        for p in range(2 ** len(messages))
+    ]
+
+
+_STATUS_LABELS = _labels((*_BASE_REASONS, *_SPEC_REASONS), none="ok")
+_WARNING_LABELS = _labels(_WARNING_MESSAGES)
+
+
+def _bits(masks, n: int) -> np.ndarray:
+    """Rule masks (arrays or Python bools) combined as a bit pattern per row."""
+    bits = np.zeros(n, dtype=np.int64)
+    for i, mask in enumerate(masks):
+        if mask is False:
+            continue
+        bits |= np.asarray(mask, dtype=np.int64) << i
+    return bits
 
 
 def _status(
     too_many_heads,
-    sc,
-    models,
+    catalog,
+    t_code,
+    d_code,
     method,
     spec_on,
     usable_base,
@@ -625,100 +874,41 @@ def _status(
     length,
     over_base,
     over_spec,
+    n,
 ):
-    """Setups that cannot run: they get no numbers, only the reason."""
-    tok = {mid: m.tokenizer for mid, m in models.items()}
-    window = {mid: m.max_position_embeddings for mid, m in models.items()}
-    t_codes, d_codes = sc["target"].cat.codes.to_numpy(), sc["draft"].cat.codes.to_numpy()
-    t_cats, d_cats = list(sc["target"].cat.categories), list(sc["draft"].cat.categories)
-    t_tok = np.array([tok.get(c, "") for c in t_cats], dtype=object)[t_codes]
-    d_tok = np.array([tok.get(c, "") for c in d_cats], dtype=object)[d_codes]
-    t_win = np.array([window.get(c, 0) for c in t_cats], dtype=float)[t_codes]
-    d_win = np.array([window.get(c, 0) for c in d_cats], dtype=float)[d_codes]
+    """Setups that cannot run: they get no numbers, only the reason. Returns the status
+    bits per row (`_STATUS_LABELS` spells them) and which arm of each row cannot run."""
     is_draft = method["draft_model"]
-    base_rules = [
-        (usable_base <= 0, "cannot run: the target's weights and reserves exceed the GPUs' memory"),
-        (
-            (t_win > 0) & (length > t_win),
-            "cannot run: prompt_len + output_len exceed the target's context window",
-        ),
-        ((usable_base > 0) & ~fits_one_base, "cannot run: the KV cache cannot hold one request"),
-        (
-            over_base,
-            "overloaded: the request rate exceeds what the replica serves; queues grow "
-            "without bound",
-        ),
-    ]
-    spec_rules = [
-        (
-            is_draft & (t_tok != d_tok),
-            "cannot run: draft and target tokenizers differ, speculation is impossible",
-        ),
-        (
-            spec_on & (usable_base > 0) & (usable_spec <= 0),
-            "cannot run with speculation: the draft's weights do not fit beside the target's",
-        ),
-        (
-            is_draft & (d_win > 0) & (length > d_win),
-            "cannot run with speculation: prompt_len + output_len exceed the draft's "
-            "context window",
-        ),
-        (
-            spec_on & (usable_spec > 0) & fits_one_base & ~fits_one_spec,
-            "cannot run with speculation: the KV cache cannot hold one request beside the draft's",
-        ),
-        (
+    t_win = catalog.window[t_code]
+    base = (
+        usable_base <= 0,
+        (t_win > 0) & (length > t_win),
+        (usable_base > 0) & ~fits_one_base,
+        over_base,
+    )
+    spec = (False,) * len(_SPEC_REASONS)
+    if spec_on:
+        d_win = catalog.window[d_code - 1] if is_draft else 0.0
+        spec = (
+            is_draft and catalog.tokenizer[t_code] != catalog.tokenizer[d_code - 1],
+            (usable_base > 0) & (usable_spec <= 0),
+            is_draft and (d_win > 0) & (length > d_win),
+            (usable_spec > 0) & fits_one_base & ~fits_one_spec,
             over_spec,
-            "overloaded with speculation: the request rate exceeds what the replica serves",
-        ),
-        (
             too_many_heads,
-            "cannot run with speculation: K exceeds the Medusa checkpoint's heads "
-            "(medusa_heads); engines refuse it",
-        ),
-    ]
-    rules = base_rules + [(spec_on & mask, msg) for mask, msg in spec_rules]
-    bits, text = _spell(rules, len(sc), none="ok")
-    codes_base = (bits & ((1 << len(base_rules)) - 1)) != 0
-    return _Status(codes_base, codes_base | (bits != 0), text)
+        )
+    bits = _bits((*base, *spec), n)
+    codes_base = (bits & ((1 << len(base)) - 1)) != 0
+    return bits, codes_base, codes_base | (bits != 0)
 
 
-def _warnings(spec_on, k, alpha, speedup, fits, usable_spec, capped):
-    n = len(k)
-    rules = [
-        (
-            spec_on & (k > HIGH_K_WARN),
-            f"K above {HIGH_K_WARN}: acceptance decays with position, deep drafts rarely pay",
-        ),
-        (
-            spec_on & (alpha < LOW_ACCEPTANCE_WARN),
-            f"acceptance below {LOW_ACCEPTANCE_WARN}: speculation seldom pays",
-        ),
-        (
-            (usable_spec > 0) & ~fits,
-            "batch does not fit in the KV cache: the engine runs effective_batch_*, the rest queue",
-        ),
-        (
-            (usable_spec > 0) & fits & capped,
-            "batch capped by the KV cache or max_num_seqs in steady state: see effective_batch_*",
-        ),
-        (
-            spec_on & (speedup < SLOWDOWN_WARN),
-            "speculation is slower than the baseline at this batch",
-        ),
-    ]
-    return _spell(rules, n)[1]
-
-
-def _spell(rules, n: int, none: str = "") -> tuple[np.ndarray, pd.Categorical]:
-    """(mask, message) rules combined as a bit pattern per row, each pattern spelled once as
-    its messages joined by '; ' (`none` where no rule holds). The categories are every
-    pattern, so blocks of a large table concatenate as categoricals."""
-    bits = np.zeros(n, dtype=np.int64)
-    for i, (mask, _) in enumerate(rules):
-        bits |= np.asarray(mask, dtype=np.int64) << i
-    labels = [
-        "; ".join(msg for i, (_, msg) in enumerate(rules) if p >> i & 1) or none
-        for p in range(2 ** len(rules))
-    ]
-    return bits, pd.Categorical.from_codes(bits, categories=labels)
+def _warnings(spec_on, k, alpha, speedup, fits, usable_spec, capped, n):
+    """Warnings per row as bits (`_WARNING_LABELS` spells them)."""
+    masks = (
+        spec_on and k > HIGH_K_WARN,
+        spec_on and alpha < LOW_ACCEPTANCE_WARN,
+        (usable_spec > 0) & ~fits,
+        (usable_spec > 0) & fits & capped,
+        spec_on and speedup < SLOWDOWN_WARN,
+    )
+    return _bits(masks, n)

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from simulator.errors import InputError
 from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES, GPUSpec, ModelSpec
 from simulator.steady import SERVING_MODES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 K_LIMIT = 16
 """Largest K accepted: engines allow more, but past 16 the model's answers mean nothing."""
@@ -153,6 +156,31 @@ def check_columns(columns, source: str, *, outputs=(), extra=()) -> None:
         raise InputError(f"{what}; {_hint(name, known, given)}", file=source, field=name)
 
 
+LIMITS: dict[str, tuple[float, str]] = {
+    "num_gpus": (4096, "a tensor-parallel group larger than any machine built"),
+    "verify_tokens": (65_536, "a verification tree far beyond any published one"),
+    "batch_size": (1_000_000, "a million concurrent requests on one replica"),
+    "prompt_len": (100_000_000, "ten times the longest context window in the catalog"),
+    "output_len": (100_000_000, "ten times the longest context window in the catalog"),
+    "draft_context_len": (100_000_000, "ten times the longest context window in the catalog"),
+    "medusa_heads": (64, "Medusa checkpoints carry 3 to 5 heads"),
+    "mtp_depth": (64, "DeepSeek-V3 trains one MTP module"),
+    "request_rate": (1e9, "a billion requests per second on one replica"),
+    "gpu_hourly_usd": (1e6, "a million dollars per GPU-hour"),
+    "temperature": (100.0, "sampling is uniform long before this"),
+}
+"""Largest value each numeric column accepts, and why: far beyond any real deployment, yet
+small enough that every figure stays finite (2**63 would wrap an integer negative, 1e300
+tokens overflow the FLOP count). `k` has its own `K_LIMIT`."""
+
+POSITIONS_LIMIT = 64
+"""Most per-position rates one cell may list: K is at most `K_LIMIT`, and each listed
+position costs a column of the (rows, positions) array."""
+
+_TEXT_COLUMNS = ("target", "method", "draft", "gpu", "weight_dtype", "kv_dtype", "serving")
+_DEFAULT = {c.name: c.default for c in COLUMNS}
+
+
 class _Checker:
     def __init__(self, source: str, row_offset: int = 0):
         self.source = source
@@ -168,6 +196,8 @@ class _Checker:
 
 def _blank(series: pd.Series) -> np.ndarray:
     """True where a cell is missing or only whitespace; text is checked once per value."""
+    import pandas as pd
+
     if pd.api.types.is_numeric_dtype(series.dtype):
         return series.isna().to_numpy()
     codes, uniques = pd.factorize(series, use_na_sentinel=True)
@@ -175,64 +205,117 @@ def _blank(series: pd.Series) -> np.ndarray:
     return empty[codes]
 
 
-def _text(series: pd.Series, default: str, *, lower: bool = False) -> pd.Series:
-    """A text column as a Categorical of stripped strings, blanks replaced by `default`."""
+def _factorize(series: pd.Series) -> tuple[np.ndarray, list]:
+    """(codes, unique values) of a column, -1 for missing; a Categorical's own codes."""
+    import pandas as pd
+
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        return series.cat.codes.to_numpy(), list(series.cat.categories)
     codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    return codes, list(uniques)
+
+
+@dataclass
+class _Text:
+    """A text column as codes into `known` (-1: not a known value) and its cleaned values."""
+
+    codes: np.ndarray
+    cleaned: list[str]
+    raw: np.ndarray  # codes into `cleaned`
+
+    def value(self, i: int) -> str:
+        return self.cleaned[self.raw[i]]
+
+
+def _text(series: pd.Series | None, n: int, known, default: str, lower: bool) -> _Text:
+    """Stripped (and for some columns lower-cased) text, blanks replaced by `default`,
+    coded against `known`; an absent column costs no parsing."""
+    index = {name: i for i, name in enumerate(known)}
+    if series is None:
+        return _Text(np.full(n, index.get(default, -1), np.int16), [default], np.zeros(n, np.int8))
+    codes, uniques = _factorize(series)
     cleaned = [str(u).strip().lower() if lower else str(u).strip() for u in uniques]
     cleaned = [c if c else default for c in cleaned] + [default]
-    cats = pd.Index(cleaned).unique()
-    lookup = cats.get_indexer(cleaned)
-    return pd.Series(pd.Categorical.from_codes(lookup[codes], categories=cats), index=series.index)
+    lookup = np.array([index.get(c, -1) for c in cleaned], dtype=np.int16)
+    raw = np.where(codes < 0, len(cleaned) - 1, codes)
+    return _Text(lookup[raw], cleaned, raw)
 
 
-def _numeric(df: pd.DataFrame, column: str, check: _Checker) -> pd.Series:
-    raw = df[column]
-    if pd.api.types.is_numeric_dtype(raw.dtype) and not pd.api.types.is_bool_dtype(raw.dtype):
-        values = raw.astype(float)
+def _numeric(series: pd.Series | None, n: int, column: str, check: _Checker):
+    """A numeric column as float64 (NaN: blank) and where it was given."""
+    import pandas as pd
+
+    if series is None:
+        return np.full(n, np.nan), None
+    if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
+        values = series.to_numpy(dtype=float, na_value=np.nan)
     else:
-        values = pd.to_numeric(raw, errors="coerce").astype(float)
-        blank = _blank(raw)
-        bad = values.isna().to_numpy() & ~blank
-        check.fail_where(bad, column, lambda i: f"'{raw.iloc[i]}' is not a number")
-    inf = np.isinf(values.to_numpy())
-    check.fail_where(inf, column, "must be finite")
-    return values
+        try:
+            values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        except (OverflowError, TypeError, ValueError):
+            values = _to_float(series)
+        blank = _blank(series)
+        bad = np.isnan(values) & ~blank
+        check.fail_where(bad, column, lambda i: f"'{series.iloc[i]}' is not a number")
+    check.fail_where(np.isinf(values), column, "must be finite")
+    return values, ~np.isnan(values)
 
 
-def parse_positions(series: pd.Series, check: _Checker) -> np.ndarray:
-    """'p1;p2;...' strings to a (rows, max_len) float array padded with NaN."""
-    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+def _to_float(series: pd.Series) -> np.ndarray:
+    """Cells to floats one distinct value at a time: an integer too large for a float is
+    infinite (refused as such), text that is not a number NaN (refused as not a number)."""
+    codes, uniques = _factorize(series)
+    table = np.full(len(uniques) + 1, np.nan)
+    for i, u in enumerate(uniques):
+        try:
+            table[i] = float(u)
+        except OverflowError:
+            table[i] = np.inf if not str(u).strip().startswith("-") else -np.inf
+        except (TypeError, ValueError):
+            pass
+    return table[codes]
+
+
+def parse_positions(series: pd.Series, check: _Checker, rows=None) -> np.ndarray:
+    """'p1;p2;...' strings to a (rows, max_len) float array padded with NaN.
+
+    Only the rows in the boolean mask `rows` (default all) are read; the others get NaN.
+    The text 'nan' is refused: a missing cell is blank, not a rate.
+    """
+    codes, uniques = _factorize(series)
+    if rows is not None:
+        codes = np.where(rows, codes, -1)
+    used = np.zeros(len(uniques) + 1, bool)
+    used[codes] = True
     parsed: list[list[float]] = []
-    for u in uniques:
+    for j, u in enumerate(uniques):
         key = str(u).strip()
-        first = int(np.argmax(codes == len(parsed)))
-        if key == "" or key.lower() == "nan":
+        if not used[j] or key == "":
             parsed.append([])
             continue
-        try:
-            values = [float(part) for part in key.replace(",", ";").split(";") if part.strip()]
-        except ValueError:
+        first = int(np.argmax(codes == j))
+
+        def fail(text: str, first=first) -> None:
             raise InputError(
-                f"'{key}' is not a list of numbers separated by ';'",
-                file=check.source,
-                row=check.row_offset + first + 1,
-                field="acceptance_per_position",
-            ) from None
-        arr = np.array(values)
-        if not values or not np.all(np.isfinite(arr)) or arr.min() < 0 or arr.max() > 1:
-            raise InputError(
-                f"'{key}' must hold rates in [0, 1]",
+                text,
                 file=check.source,
                 row=check.row_offset + first + 1,
                 field="acceptance_per_position",
             )
+
+        try:
+            values = [float(part) for part in key.replace(",", ";").split(";") if part.strip()]
+        except ValueError:
+            fail(f"'{key}' is not a list of numbers separated by ';'")
+        if len(values) > POSITIONS_LIMIT:
+            fail(f"'{key}' gives {len(values)} positions, more than {POSITIONS_LIMIT}")
+        arr = np.array(values)
+        if not values or not np.all(np.isfinite(arr)) or arr.min() < 0 or arr.max() > 1:
+            fail(f"'{key}' must hold rates in [0, 1]")
         if np.any(np.diff(arr) > 1e-9):
-            raise InputError(
+            fail(
                 f"'{key}' must be non-increasing: position i+1 cannot be "
-                "accepted more often than position i",
-                file=check.source,
-                row=check.row_offset + first + 1,
-                field="acceptance_per_position",
+                "accepted more often than position i"
             )
         parsed.append(values)
     width = max((len(r) for r in parsed), default=0)
@@ -240,6 +323,325 @@ def parse_positions(series: pd.Series, check: _Checker) -> np.ndarray:
     for i, r in enumerate(parsed):
         table[i, : len(r)] = r
     return table[codes]
+
+
+_DTYPES: dict[tuple, object] = {}
+
+
+def categorical(codes: np.ndarray, categories) -> pd.Categorical:
+    """A Categorical from codes, its dtype built once per list of categories (building
+    one checks every category, which dominates a small table's cost)."""
+    import pandas as pd
+
+    key = tuple(categories)
+    dtype = _DTYPES.get(key)
+    if dtype is None:
+        if len(_DTYPES) > 256:
+            _DTYPES.clear()
+        dtype = _DTYPES[key] = pd.CategoricalDtype(list(categories))
+    return pd.Categorical.from_codes(codes, dtype=dtype)
+
+
+@dataclass
+class ScenarioArrays:
+    """A validated scenario table as numpy arrays, every default filled.
+
+    `codes[c]` indexes `categories[c]` for each text column; `values[c]` is float64 for
+    every numeric column (whole numbers included; NaN where optional and not given);
+    `positions` is (rows, n) per-position acceptance, NaN where not given, or None when no
+    row gives one; `positions_column` the input column as given (None when absent).
+    """
+
+    n: int
+    codes: dict[str, np.ndarray]
+    categories: dict[str, list[str]]
+    values: dict[str, np.ndarray]
+    positions: np.ndarray | None
+    positions_column: object
+
+    def take(self, rows) -> ScenarioArrays:
+        """The rows at the integer indices `rows`."""
+        return ScenarioArrays(
+            n=len(rows),
+            codes={c: v[rows] for c, v in self.codes.items()},
+            categories=self.categories,
+            values={c: v[rows] for c, v in self.values.items()},
+            positions=None if self.positions is None else self.positions[rows],
+            positions_column=None,
+        )
+
+    def columns(self) -> dict:
+        """Every input column, in `INPUT_COLUMNS` order: text as Categoricals of the
+        catalog's ids, whole numbers as int64 (draft_context_len: float, NaN = full)."""
+        out = {}
+        for c in INPUT_COLUMNS:
+            if c in self.codes:
+                out[c] = categorical(self.codes[c], self.categories[c])
+            elif c == "acceptance_per_position":
+                col = self.positions_column
+                out[c] = np.full(self.n, np.nan) if col is None else col
+            elif c in _INT_COLUMNS and c != "draft_context_len":
+                out[c] = self.values[c].astype(np.int64)
+            else:
+                out[c] = self.values[c]
+        return out
+
+    def frame(self) -> pd.DataFrame:
+        """`columns` as a DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.columns(), copy=False)
+
+
+def _columns(df: pd.DataFrame, source: str) -> dict[str, pd.Series]:
+    """The table's columns by stripped name; a name given twice is refused."""
+    names = [str(c).strip() for c in df.columns]
+    seen: dict[str, int] = {}
+    for position, name in enumerate(names, start=1):
+        if name in seen:
+            raise InputError(
+                f"column '{name}' appears twice (columns {seen[name]} and {position}); keep one",
+                file=source,
+                field=name,
+            )
+        seen[name] = position
+    return {name: df.iloc[:, i] for i, name in enumerate(names)}
+
+
+def validate_scenarios(
+    df: pd.DataFrame,
+    gpus: dict[str, GPUSpec],
+    models: dict[str, ModelSpec],
+    *,
+    source: str = "scenarios",
+    row_offset: int = 0,
+) -> ScenarioArrays:
+    """Validate a scenario table and fill its defaults, as numpy arrays.
+
+    Raises `InputError` on the first bad cell; `row_offset` shifts the row numbers it
+    reports when `df` is a block of a larger table.
+    """
+    import pandas as pd
+
+    check = _Checker(source, row_offset)
+    if not isinstance(df, pd.DataFrame):
+        raise InputError("expected a table of scenarios", file=source)
+    n = len(df)
+    if n == 0:
+        raise InputError("holds no scenario rows", file=source)
+    cols = _columns(df, source)
+    for col in ("target", "gpu"):
+        if col not in cols:
+            raise InputError(
+                f"missing required column; the columns are {list(INPUT_COLUMNS)}",
+                file=source,
+                field=col,
+            )
+    known = {
+        "target": list(models),
+        "method": list(METHODS),
+        "draft": ["", *models],
+        "gpu": list(gpus),
+        "weight_dtype": list(WEIGHT_DTYPES),
+        "kv_dtype": list(KV_DTYPES),
+        "serving": list(SERVING_MODES),
+    }
+    text = {
+        c: _text(cols.get(c), n, known[c], _DEFAULT[c] or "", c in ("method", "serving"))
+        for c in _TEXT_COLUMNS
+    }
+    target, method, draft, gpu = (text[c] for c in ("target", "method", "draft", "gpu"))
+    empty = np.array([c == "" for c in target.cleaned])[target.raw]
+    check.fail_where(empty, "target", "is empty; give a model id")
+    check.fail_where(
+        target.codes < 0,
+        "target",
+        lambda i: f"unknown model '{target.value(i)}'; known: {', '.join(sorted(models))}",
+    )
+    check.fail_where(
+        gpu.codes < 0,
+        "gpu",
+        lambda i: f"unknown GPU '{gpu.value(i)}'; known: {', '.join(sorted(gpus))}",
+    )
+    check.fail_where(
+        method.codes < 0,
+        "method",
+        lambda i: f"unknown method '{method.value(i)}'; use one of {', '.join(METHODS)}",
+    )
+    for col, names in (
+        ("weight_dtype", WEIGHT_DTYPES),
+        ("kv_dtype", KV_DTYPES),
+        ("serving", SERVING_MODES),
+    ):
+        t = text[col]
+        check.fail_where(
+            t.codes < 0,
+            col,
+            lambda i, t=t, names=names: f"'{t.value(i)}' is not one of " + ", ".join(names),
+        )
+    is_draft = method.codes == METHODS.index("draft_model")
+    check.fail_where(
+        is_draft & (draft.codes == 0),
+        "draft",
+        "is empty; method draft_model needs a draft model id",
+    )
+    check.fail_where(
+        is_draft & (draft.codes < 0),
+        "draft",
+        lambda i: f"unknown model '{draft.value(i)}'; known: {', '.join(sorted(models))}",
+    )
+
+    values, given = {}, {}
+    for col in (*_INT_COLUMNS, *_FLOAT_COLUMNS):
+        values[col], given[col] = _numeric(cols.get(col), n, col, check)
+    spec = method.codes != METHODS.index("none")
+    k = values["k"]
+    k = np.where(np.isnan(k), np.where(spec, DEFAULT_K_SPECULATIVE, 0), k)
+    k = np.where(spec, k, 0)
+    check.fail_where(
+        spec & ((k < 1) | (k > K_LIMIT)),
+        "k",
+        lambda i: f"{k[i]:g} is out of range: use 1..{K_LIMIT} with method {method.value(i)}",
+    )
+    rate = values["request_rate"]
+    check.fail_where(~np.isnan(rate) & (rate <= 0), "request_rate", "must be above 0")
+    if given["batch_size"] is not None:
+        check.fail_where(
+            ~np.isnan(rate) & given["batch_size"],
+            "request_rate",
+            "give batch_size (a closed loop) or request_rate (an open loop), not both",
+        )
+    for col, default in (
+        ("num_gpus", 1),
+        ("batch_size", 1),
+        ("prompt_len", 1024),
+        ("output_len", 256),
+        ("gpu_memory_utilization", 0.9),
+        ("temperature", 0.0),
+        ("medusa_heads", 4),
+        ("mtp_depth", 1),
+    ):
+        v = values[col]
+        values[col] = (
+            np.full(n, float(default))
+            if given[col] is None
+            else np.where(np.isnan(v), float(default), v)
+        )
+    for col in _INT_COLUMNS:
+        if given[col] is None:
+            continue
+        v = values[col]
+        check.fail_where(v < 0, col, lambda i, v=v: f"{v[i]:g} is negative")
+        check.fail_where(
+            ~np.isnan(v) & (v != np.round(v)),
+            col,
+            lambda i, v=v: f"{v[i]:g} must be a whole number",
+        )
+    for col in ("num_gpus", "batch_size", "output_len", "draft_context_len", "medusa_heads"):
+        if given[col] is not None:
+            check.fail_where(values[col] < 1, col, "must be at least 1")
+    if given["mtp_depth"] is not None:
+        check.fail_where(values["mtp_depth"] < 1, "mtp_depth", "must be at least 1")
+    for col, (most, why) in LIMITS.items():
+        if given[col] is not None:
+            v = values[col]
+            check.fail_where(
+                v > most,
+                col,
+                lambda i, v=v, most=most, why=why: (
+                    f"{v[i]:g} is above {most:,g}, the most this column accepts ({why})"
+                ),
+            )
+    util = values["gpu_memory_utilization"]
+    check.fail_where(
+        (util <= 0) | (util > 1),
+        "gpu_memory_utilization",
+        lambda i: f"{util[i]:g} must be in (0, 1]",
+    )
+    temperature = values["temperature"]
+    check.fail_where(temperature < 0, "temperature", lambda i: f"{temperature[i]:g} is negative")
+    price = values["gpu_hourly_usd"]
+    check.fail_where(price < 0, "gpu_hourly_usd", lambda i: f"{price[i]:g} is negative")
+
+    pos_col = cols.get("acceptance_per_position")
+    pos_given = np.zeros(n, bool) if pos_col is None else ~_blank(pos_col)
+    zeros = np.zeros(n, bool)
+    count = (
+        (zeros if given["acceptance_rate"] is None else given["acceptance_rate"]).astype(np.int8)
+        + (zeros if given["mean_accepted_tokens"] is None else given["mean_accepted_tokens"])
+        + pos_given
+    )
+    check.fail_where(
+        spec & (count == 0),
+        "acceptance_rate",
+        "give one of acceptance_rate, mean_accepted_tokens or "
+        "acceptance_per_position for a speculative method",
+    )
+    check.fail_where(
+        spec & (count > 1),
+        "acceptance_rate",
+        lambda i: (
+            "give exactly one of acceptance_rate, mean_accepted_tokens, "
+            "acceptance_per_position; this row has "
+            + ", ".join(
+                c
+                for c, g in zip(
+                    ACCEPTANCE_COLUMNS,
+                    (
+                        ~np.isnan(values["acceptance_rate"][i]),
+                        ~np.isnan(values["mean_accepted_tokens"][i]),
+                        pos_given[i],
+                    ),
+                    strict=True,
+                )
+                if g
+            )
+        ),
+    )
+    alpha = values["acceptance_rate"]
+    # Checked on every row that gives one, speculative or not: a value no row could use
+    # is refused, not carried into the output.
+    check.fail_where(
+        (alpha < 0) | (alpha > 1),
+        "acceptance_rate",
+        lambda i: f"{alpha[i]:g} is outside [0, 1]",
+    )
+    tau = values["mean_accepted_tokens"]
+    check.fail_where(
+        (tau < 1) | (spec & (tau > k + 1)),
+        "mean_accepted_tokens",
+        lambda i: f"{tau[i]:g} is outside [1, k+1] = [1, {k[i] + 1:g}]",
+    )
+    positions = None
+    if pos_col is not None and pos_given.any():
+        positions = parse_positions(pos_col, check, rows=pos_given)
+        if not spec.all():
+            positions = np.where(spec[:, None], positions, np.nan)
+
+    verify = values["verify_tokens"]
+    verify = np.where(np.isnan(verify), k + 1, verify)
+    check.fail_where(
+        verify < k + 1,
+        "verify_tokens",
+        lambda i: f"{verify[i]:g} must be at least k+1 = {k[i] + 1:g}",
+    )
+    values["k"] = k
+    values["verify_tokens"] = verify
+    catalog_price = np.array(
+        [s.price_usd_per_hr if s.price_usd_per_hr is not None else np.nan for s in gpus.values()]
+    )
+    values["gpu_hourly_usd"] = np.where(np.isnan(price), catalog_price[gpu.codes], price)
+    # A draft named on a row that does not use one is dropped.
+    codes = {c: text[c].codes for c in _TEXT_COLUMNS}
+    codes["draft"] = np.where(is_draft & (draft.codes >= 0), draft.codes, 0).astype(np.int16)
+    return ScenarioArrays(
+        n=n,
+        codes=codes,
+        categories=known,
+        values=values,
+        positions=positions,
+        positions_column=None if pos_col is None else pos_col.array,
+    )
 
 
 def normalise_scenarios(
@@ -256,194 +658,8 @@ def normalise_scenarios(
     NaN where not given). Raises `InputError` on the first bad cell; `row_offset` shifts
     the row numbers it reports when `df` is a block of a larger table.
     """
-    check = _Checker(source, row_offset)
-    if not isinstance(df, pd.DataFrame):
-        raise InputError("expected a table of scenarios", file=source)
-    if len(df) == 0:
-        raise InputError("holds no scenario rows", file=source)
-    df = df.copy()
-    df.columns = [str(c).strip() for c in df.columns]
-    for col in ("target", "gpu"):
-        if col not in df.columns:
-            raise InputError(
-                f"missing required column; the columns are {list(INPUT_COLUMNS)}",
-                file=source,
-                field=col,
-            )
-    batch_given = (
-        ~_blank(df["batch_size"]) if "batch_size" in df.columns else np.zeros(len(df), bool)
-    )
-    for c in COLUMNS:
-        if c.name not in df.columns:
-            df[c.name] = c.default if c.default is not None else np.nan
-
-    for col in ("target", "method", "draft", "gpu", "weight_dtype", "kv_dtype", "serving"):
-        default = next(c.default for c in COLUMNS if c.name == col)
-        df[col] = _text(df[col], default or "", lower=col in ("method", "serving"))
-
-    check.fail_where(df["target"].eq("").to_numpy(), "target", "is empty; give a model id")
-    check.fail_where(
-        ~df["target"].isin(models).to_numpy(),
-        "target",
-        lambda i: f"unknown model '{df['target'].iloc[i]}'; known: {', '.join(sorted(models))}",
-    )
-    check.fail_where(
-        ~df["gpu"].isin(gpus).to_numpy(),
-        "gpu",
-        lambda i: f"unknown GPU '{df['gpu'].iloc[i]}'; known: {', '.join(sorted(gpus))}",
-    )
-    check.fail_where(
-        ~df["method"].isin(METHODS).to_numpy(),
-        "method",
-        lambda i: f"unknown method '{df['method'].iloc[i]}'; use one of {', '.join(METHODS)}",
-    )
-    check.fail_where(
-        ~df["weight_dtype"].isin(WEIGHT_DTYPES).to_numpy(),
-        "weight_dtype",
-        lambda i: f"'{df['weight_dtype'].iloc[i]}' is not one of {', '.join(WEIGHT_DTYPES)}",
-    )
-    check.fail_where(
-        ~df["kv_dtype"].isin(KV_DTYPES).to_numpy(),
-        "kv_dtype",
-        lambda i: f"'{df['kv_dtype'].iloc[i]}' is not one of {', '.join(KV_DTYPES)}",
-    )
-    check.fail_where(
-        ~df["serving"].isin(SERVING_MODES).to_numpy(),
-        "serving",
-        lambda i: f"'{df['serving'].iloc[i]}' is not one of {', '.join(SERVING_MODES)}",
-    )
-    is_draft = df["method"].eq("draft_model").to_numpy()
-    check.fail_where(
-        is_draft & df["draft"].eq("").to_numpy(),
-        "draft",
-        "is empty; method draft_model needs a draft model id",
-    )
-    check.fail_where(
-        is_draft & ~df["draft"].isin(models).to_numpy(),
-        "draft",
-        lambda i: f"unknown model '{df['draft'].iloc[i]}'; known: {', '.join(sorted(models))}",
-    )
-
-    nums = {col: _numeric(df, col, check) for col in (*_INT_COLUMNS, *_FLOAT_COLUMNS)}
-    spec = ~df["method"].eq("none").to_numpy()
-    k = nums["k"].to_numpy()
-    k = np.where(np.isnan(k), np.where(spec, DEFAULT_K_SPECULATIVE, 0), k)
-    k = np.where(spec, k, 0)
-    check.fail_where(
-        spec & ((k < 1) | (k > K_LIMIT)),
-        "k",
-        lambda i: f"{k[i]:g} is out of range: use 1..{K_LIMIT} with method {df['method'].iloc[i]}",
-    )
-    rate = nums["request_rate"].to_numpy()
-    check.fail_where(~np.isnan(rate) & (rate <= 0), "request_rate", "must be above 0")
-    check.fail_where(
-        ~np.isnan(rate) & batch_given,
-        "request_rate",
-        "give batch_size (a closed loop) or request_rate (an open loop), not both",
-    )
-    for col, default in (
-        ("num_gpus", 1),
-        ("batch_size", 1),
-        ("prompt_len", 1024),
-        ("output_len", 256),
-        ("gpu_memory_utilization", 0.9),
-        ("temperature", 0.0),
-        ("medusa_heads", 4),
-        ("mtp_depth", 1),
-    ):
-        nums[col] = nums[col].fillna(default)
-    for col in _INT_COLUMNS:
-        v = nums[col].to_numpy()
-        check.fail_where(~np.isnan(v) & (v < 0), col, lambda i, v=v: f"{v[i]:g} is negative")
-        check.fail_where(
-            ~np.isnan(v) & (v != np.round(v)),
-            col,
-            lambda i, v=v: f"{v[i]:g} must be a whole number",
-        )
-    for col in ("num_gpus", "batch_size", "output_len", "draft_context_len", "medusa_heads"):
-        check.fail_where(nums[col].to_numpy() < 1, col, "must be at least 1")
-    check.fail_where(nums["mtp_depth"].to_numpy() < 1, "mtp_depth", "must be at least 1")
-    util = nums["gpu_memory_utilization"].to_numpy()
-    check.fail_where(
-        (util <= 0) | (util > 1),
-        "gpu_memory_utilization",
-        lambda i: f"{util[i]:g} must be in (0, 1]",
-    )
-    temperature = nums["temperature"].to_numpy()
-    check.fail_where(temperature < 0, "temperature", lambda i: f"{temperature[i]:g} is negative")
-    price = nums["gpu_hourly_usd"].to_numpy()
-    check.fail_where(price < 0, "gpu_hourly_usd", lambda i: f"{price[i]:g} is negative")
-
-    given = np.stack([~_blank(df[c]) for c in ACCEPTANCE_COLUMNS], axis=1)
-    count = given.sum(axis=1)
-    check.fail_where(
-        spec & (count == 0),
-        "acceptance_rate",
-        "give one of acceptance_rate, mean_accepted_tokens or "
-        "acceptance_per_position for a speculative method",
-    )
-    check.fail_where(
-        spec & (count > 1),
-        "acceptance_rate",
-        lambda i: (
-            "give exactly one of acceptance_rate, mean_accepted_tokens, "
-            "acceptance_per_position; this row has "
-            + ", ".join(c for c, g in zip(ACCEPTANCE_COLUMNS, given[i], strict=True) if g)
-        ),
-    )
-    alpha = nums["acceptance_rate"].to_numpy()
-    check.fail_where(
-        spec & ((alpha < 0) | (alpha > 1)),
-        "acceptance_rate",
-        lambda i: f"{alpha[i]:g} is outside [0, 1]",
-    )
-    tau = nums["mean_accepted_tokens"].to_numpy()
-    check.fail_where(
-        spec & ((tau < 1) | (tau > k + 1)),
-        "mean_accepted_tokens",
-        lambda i: f"{tau[i]:g} is outside [1, k+1] = [1, {k[i] + 1:g}]",
-    )
-    positions = parse_positions(df["acceptance_per_position"].where(spec, ""), check)
-
-    verify = nums["verify_tokens"].to_numpy()
-    verify = np.where(np.isnan(verify), k + 1, verify)
-    check.fail_where(
-        verify < k + 1,
-        "verify_tokens",
-        lambda i: f"{verify[i]:g} must be at least k+1 = {k[i] + 1:g}",
-    )
-
-    for col in _INT_COLUMNS:
-        nums[col] = pd.Series(nums[col].to_numpy(), index=df.index)
-    nums["k"] = pd.Series(k, index=df.index)
-    nums["verify_tokens"] = pd.Series(verify, index=df.index)
-    for col, series in nums.items():
-        df[col] = series.to_numpy()
-    for col in _INT_COLUMNS:
-        if col != "draft_context_len":  # optional: NaN means the full context
-            df[col] = df[col].astype(np.int64)
-    catalog_price = df["gpu"].map(
-        {
-            g: (s.price_usd_per_hr if s.price_usd_per_hr is not None else np.nan)
-            for g, s in gpus.items()
-        }
-    )
-    df["gpu_hourly_usd"] = df["gpu_hourly_usd"].fillna(catalog_price).astype(float)
-    # Every block of a large table gets the same categories, so blocks concatenate as
-    # categoricals; a draft named on a row that does not use one is dropped.
-    known = pd.Index(["", *models])
-    remap = known.get_indexer(df["draft"].cat.categories)
-    codes = remap[df["draft"].cat.codes.to_numpy()]
-    df["draft"] = pd.Categorical.from_codes(
-        np.where(is_draft & (codes >= 0), codes, 0), categories=known
-    )
-    for col, known in (
-        ("target", list(models)),
-        ("gpu", list(gpus)),
-        ("method", METHODS),
-        ("weight_dtype", WEIGHT_DTYPES),
-        ("kv_dtype", KV_DTYPES),
-        ("serving", SERVING_MODES),
-    ):
-        df[col] = df[col].cat.set_categories(list(known))
-    return df, positions
+    arrays = validate_scenarios(df, gpus, models, source=source, row_offset=row_offset)
+    positions = arrays.positions
+    if positions is None:
+        positions = np.full((arrays.n, 1), np.nan)
+    return arrays.frame(), positions

@@ -4,60 +4,90 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
-
 from simulator.errors import InputError
 
 SWEEP_LIMIT = 2_000_000
-"""Most rows a sweep builds without --force: about 1.5 GB of CSV and minutes of writing."""
+"""Most rows a sweep builds without --force: about 1.5 GB of CSV and seconds of writing."""
+SWEEP_HARD_LIMIT = 100_000_000
+"""Most rows a sweep builds even with --force: a grid's inputs and outputs cost about 600
+bytes a row while they are predicted, so this is what a large machine holds."""
 
 
-def _count(text: str) -> int:
-    """Values a range holds, without listing them; ValueError (OverflowError for an infinite
-    bound) when it is not a range."""
+def _number(text: str, name: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(
+            f"'{text}' is not a number: use 1-8, 0.5:0.9:0.1 or 1,2,4", field=name
+        ) from None
+    if not math.isfinite(value):
+        raise InputError(f"'{text}' is not a finite number", field=name)
+    return value
+
+
+def _count(text: str, name: str) -> int:
+    """Values a range holds, without listing them."""
     if ":" in text:
-        start, stop, step = (float(x) for x in text.split(":"))
+        parts = text.split(":")
+        if len(parts) != 3:
+            raise InputError(f"'{text}' is not start:stop:step", field=name)
+        start, stop, step = (_number(x, name) for x in parts)
         if step <= 0:
-            raise ValueError
+            raise InputError(f"'{text}' needs a step above 0", field=name)
+        if stop < start:
+            raise InputError(f"'{text}' stops before it starts", field=name)
         return round((stop - start) / step) + 1
     if "-" in text[1:] and "," not in text:
-        lo, hi = (int(x) for x in text.split("-"))
-        return hi - lo + 1
+        lo, hi = (_number(x, name) for x in text.split("-", 1))
+        return math.floor(hi - lo) + 1 if hi >= lo else 0
     return len([x for x in text.split(",") if x.strip()])
 
 
-def _values(text: str, count: int) -> list:
+def _values(text: str, count: int, name: str) -> list[float]:
     if ":" in text:
-        start, _, step = (float(x) for x in text.split(":"))
+        start, _, step = (_number(x, name) for x in text.split(":"))
         return [start + i * step for i in range(count)]
     if "-" in text[1:] and "," not in text:
-        lo = int(text.split("-")[0])
-        return list(range(lo, lo + count))
-    return [float(x) for x in text.split(",") if x.strip()]
+        lo = _number(text.split("-", 1)[0], name)
+        return [lo + i for i in range(count)]
+    return [_number(x, name) for x in text.split(",") if x.strip()]
 
 
-def parse_range(text: str, *, name: str, kind=float, most: int | None = None) -> list:
+def parse_range(
+    text: str,
+    *,
+    name: str,
+    kind=float,
+    most: int | None = None,
+    low: float | None = None,
+    high: float | None = None,
+) -> list:
     """'1-8' (integers), '0.5:0.9:0.1' (start:stop:step, inclusive) or '1,2,4' to a list.
 
-    A range of more than `most` values is refused before it is listed.
+    Every value must be finite, whole when `kind` is int, and within [low, high] where
+    given. A range of more than `most` values (`SWEEP_HARD_LIMIT` when None) is refused
+    before it is listed.
     """
     text = str(text).strip()
-    try:
-        count = _count(text)
-        values = _values(text, count) if most is None or count <= most else []
-    except (ValueError, OverflowError):
+    if not text:
+        raise InputError("is empty: use 1-8, 0.5:0.9:0.1 or 1,2,4", field=name)
+    cap = SWEEP_HARD_LIMIT if most is None else most
+    count = _count(text, name)
+    if count > cap:
+        more = "unless given --force" if most is not None and most < SWEEP_HARD_LIMIT else "at all"
         raise InputError(
-            f"'{text}' is not a range: use 1-8, 0.5:0.9:0.1 or 1,2,4", field=name
-        ) from None
-    if most is not None and count > most:
-        raise InputError(
-            f"'{text}' holds {count:,} values; a sweep builds at most {most:,} scenarios "
-            "unless given --force",
+            f"'{text}' holds {count:,} values; a sweep builds at most {cap:,} scenarios {more}",
             field=name,
         )
+    values = _values(text, count, name)
     if not values:
         raise InputError(f"'{text}' is empty", field=name)
-    return [kind(round(v, 10)) if kind is float else kind(v) for v in values]
+    for v in values:
+        if kind is int and v != round(v):
+            raise InputError(f"{v:g} is not a whole number", field=name)
+        if (low is not None and v < low) or (high is not None and v > high):
+            raise InputError(f"{v:g} is outside {low:g}..{high:g}", field=name)
+    return [kind(round(v, 10)) if kind is float else kind(round(v)) for v in values]
 
 
 def grid_size(**axes: list) -> int:
@@ -65,9 +95,25 @@ def grid_size(**axes: list) -> int:
     return math.prod(len(values) for values in axes.values())
 
 
-def build_grid(base: dict, **axes: list) -> pd.DataFrame:
+def build_grid(base: dict, **axes: list):
     """One row per combination of the axis values (the last axis varies fastest), other
-    columns from `base`."""
-    grid = pd.MultiIndex.from_product(list(axes.values()), names=list(axes)).to_frame(index=False)
-    fixed = {name: value for name, value in base.items() if name not in axes}
-    return pd.concat([pd.DataFrame(fixed, index=grid.index), grid], axis=1)
+    columns from `base`: a DataFrame built from numpy arrays, text as Categoricals."""
+    import numpy as np
+    import pandas as pd
+
+    shape = tuple(len(values) for values in axes.values())
+    n = math.prod(shape)
+    columns = {}
+    for name, value in base.items():
+        if name in axes:
+            continue
+        if isinstance(value, str):
+            columns[name] = pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[value])
+        else:
+            columns[name] = np.full(n, value)
+    for i, (name, values) in enumerate(axes.items()):
+        inner = math.prod(shape[i + 1 :])
+        outer = math.prod(shape[:i])
+        column = np.repeat(np.asarray(values), inner)
+        columns[name] = np.tile(column, outer)
+    return pd.DataFrame(columns, copy=False)

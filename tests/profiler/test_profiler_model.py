@@ -96,6 +96,16 @@ def test_tiny_from_catalog_matches_its_parameter_count():
     assert full_weight_bytes(spec, "bf16") == spec.total_params * 2
 
 
+def test_parameter_arithmetic_matches_the_modules_for_every_catalog_model():
+    """`ArchConfig.num_parameters` (no meta model, no torch._dynamo) counts what the modules
+    hold: dense, GQA, tied, MoE with shared experts and a dense prefix, cut to a few layers."""
+    for spec in default_models().values():
+        for depth in {spec.num_layers, min(spec.num_layers, 2)}:
+            cfg = ArchConfig.from_spec(spec, depth)
+            meta = DecoderLM(cfg, device="meta", dtype=torch.bfloat16)
+            assert cfg.num_parameters() * 2 == weight_bytes(meta), (spec.id, depth)
+
+
 def test_tied_embeddings_stay_tied_after_materialising():
     spec = default_models()["llama-3.2-1b"]
     cfg = ArchConfig.from_spec(spec, num_layers=1)

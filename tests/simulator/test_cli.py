@@ -355,3 +355,137 @@ def test_profile_that_matches_a_row_is_quiet(tmp_path, capsys):
     assert _predict_exit(tmp_path, rows, "--profile", str(PROFILE)) == 0
     assert "warning" not in capsys.readouterr().err
     assert pd.read_csv(tmp_path / "p.csv")["latency_source"][0] != "roofline"
+
+
+def test_parquet_in_and_out_give_what_csv_gives(tmp_path):
+    src = tmp_path / "s.csv"
+    src.write_text(GOOD)
+    assert main(["predict", "--in", str(src), "--out", str(tmp_path / "p.csv")]) == 0
+    assert main(["predict", "--in", str(src), "--out", str(tmp_path / "p.parquet")]) == 0
+    from_csv = pd.read_csv(tmp_path / "p.csv")
+    from_parquet = pd.read_parquet(tmp_path / "p.parquet")
+    assert list(from_parquet.columns) == list(from_csv.columns)
+    expected = predict(pd.read_csv(io.StringIO(GOOD)))
+    for col in ("speedup", "spec_tpot_ms", "max_concurrency_spec", "break_even_alpha"):
+        assert from_parquet[col].to_numpy() == pytest.approx(expected[col].to_numpy(), nan_ok=True)
+        assert from_csv[col].to_numpy() == pytest.approx(expected[col].to_numpy(), nan_ok=True)
+    assert list(from_parquet["status"].astype(str)) == list(expected["status"].astype(str))
+    # A scenario table in Parquet reads as the CSV does.
+    pd.read_csv(io.StringIO(GOOD)).to_parquet(tmp_path / "s.parquet")
+    again = tmp_path / "again.parquet"
+    assert main(["predict", "--in", str(tmp_path / "s.parquet"), "--out", str(again)]) == 0
+    assert pd.read_parquet(again)["speedup"].to_numpy() == pytest.approx(
+        expected["speedup"].to_numpy(), nan_ok=True
+    )
+
+
+def test_sweep_writes_parquet(tmp_path):
+    assert main(_sweep_argv(tmp_path / "g.parquet")) == 0
+    assert len(pd.read_parquet(tmp_path / "g.parquet")) == 36
+
+
+@pytest.mark.parametrize(
+    ("flag", "name"),
+    [("--out", "p.txt"), ("--out", "p"), ("--in", "s.json"), ("--out", "p.CSV.gz")],
+)
+def test_an_unknown_suffix_is_refused_naming_the_flag(tmp_path, capsys, flag, name):
+    src = tmp_path / "s.csv"
+    src.write_text(GOOD)
+    paths = {"--in": str(src), "--out": str(tmp_path / "p.csv")}
+    paths[flag] = str(tmp_path / name)
+    assert main(["predict", "--in", paths["--in"], "--out", paths["--out"]]) == 2
+    err = capsys.readouterr().err
+    assert f"field '{flag}'" in err and ".csv or .parquet" in err
+    assert not (tmp_path / "p.csv").exists()
+
+
+def test_report_refuses_parquet(tmp_path, capsys):
+    assert _predict_exit(tmp_path, GOOD, "--report") == 0
+    src = tmp_path / "s.csv"
+    argv = ["predict", "--in", str(src), "--out", str(tmp_path / "r.parquet"), "--report"]
+    assert main(argv) == 2
+    assert "--report writes CSV" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "needle"),
+    [
+        ("--k", "inf", "not a finite number"),
+        ("--k", "1.5", "1.5 is not a whole number"),
+        ("--k", "0-3", "0 is outside 1..16"),
+        ("--k", "1-1000000000", "1,000,000,000 values"),
+        ("--batch", "1e400", "not a finite number"),
+        ("--batch", "nan", "not a finite number"),
+        ("--batch", "0", "0 is outside 1..1e+06"),
+        ("--batch", "2000000", "2e+06 is outside 1..1e+06"),
+        ("--alpha", "0.5:1.5:0.5", "1.5 is outside 0..1"),
+        ("--alpha", "0.9:0.5:0.1", "stops before it starts"),
+        ("--alpha", "abc", "not a number"),
+    ],
+)
+def test_sweep_refuses_absurd_flags_naming_flag_and_limit(tmp_path, capsys, flag, value, needle):
+    argv = _sweep_argv(tmp_path / "g.csv")
+    argv[argv.index(flag) + 1] = value
+    t0 = time.monotonic()
+    assert main(argv) == 2
+    assert main([*argv, "--force"]) == 2
+    assert time.monotonic() - t0 < 5
+    err = capsys.readouterr().err
+    assert f"field '{flag}'" in err and needle in err
+    assert not (tmp_path / "g.csv").exists()
+
+
+def test_a_forced_sweep_still_has_a_ceiling(tmp_path, capsys):
+    argv = _sweep_argv(tmp_path / "g.csv", "--force")
+    argv[argv.index("--alpha") + 1] = "0:1:0.0000000001"
+    t0 = time.monotonic()
+    assert main(argv) == 2
+    assert time.monotonic() - t0 < 5
+    err = capsys.readouterr().err
+    assert "field '--alpha'" in err and "at all" in err
+
+
+@pytest.mark.parametrize(
+    ("cell", "needle"),
+    [
+        ("prompt_len=9223372036854775807", "field 'prompt_len': 9.22337e+18 is above 1e+08"),
+        ("prompt_len=99999999999999999999999", "field 'prompt_len'"),
+        ("verify_tokens=1e300", "field 'verify_tokens': 1e+300 is above"),
+        ("batch_size=1e19", "field 'batch_size'"),
+        ("acceptance_per_position=nan", "field 'acceptance_per_position': 'nan'"),
+        ("k=1e400", "field 'k': must be finite"),
+        ("k=nan", "field 'k': 'nan' is not a number"),
+    ],
+)
+def test_scenario_cells_that_once_broke_the_model_are_refused(tmp_path, capsys, cell, needle):
+    column, value = cell.split("=")
+    base = {"target": "llama-3.1-8b", "gpu": "h100-sxm", "method": "eagle", "k": "3"}
+    if column != "acceptance_per_position":
+        base["acceptance_rate"] = "0.7"
+    base[column] = value
+    text = ",".join(base) + "\n" + ",".join(base.values()) + "\n"
+    assert _predict_exit(tmp_path, text) == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "p.csv").exists()
+
+
+def test_a_column_repeated_after_stripping_is_refused(tmp_path, capsys):
+    text = "target,gpu, gpu\nllama-3.1-8b,h100-sxm,h100-sxm\n"
+    assert _predict_exit(tmp_path, text) == 2
+    assert "field 'gpu': column 'gpu' appears twice (columns 2 and 3)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--in", "--gpus", "--models", "--profile"])
+def test_a_folder_given_for_a_file_is_refused_naming_the_flag(tmp_path, capsys, flag):
+    src = tmp_path / "s.csv"
+    src.write_text(GOOD)
+    folder = tmp_path / "folder.csv"
+    folder.mkdir()
+    argv = ["predict", "--in", str(src), "--out", str(tmp_path / "p.csv")]
+    if flag == "--in":
+        argv[argv.index("--in") + 1] = str(folder)
+    else:
+        argv += [flag, str(folder)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"field '{flag}'" in err and "is a folder" in err

@@ -1,0 +1,84 @@
+"""The command line on large tables, against pandas reading the same CSV, in one run.
+
+Prints, for a scenario CSV of `--n` rows (bench/sweep.py's table): the time
+`pandas.read_csv` takes to read it; `python -m simulator predict` from it to Parquet and
+to CSV (end to end, as a user runs it, with peak memory); a sweep of about `--n` points
+to Parquet and to CSV; `python -m simulator --help`; and the CPU time of a one-row
+`predict` call. Ratios are to the read_csv time measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from sweep import scenarios  # noqa: E402
+
+
+def _run(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS in MB of a child process (NaN without /usr/bin/time)."""
+    timer = ["/usr/bin/time", "-f", "%M"] if Path("/usr/bin/time").exists() else []
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [*timer, sys.executable, *argv], cwd=ROOT, check=True, capture_output=True, text=True
+    )
+    wall = time.perf_counter() - t0
+    peak = float(done.stderr.strip().splitlines()[-1]) / 1024 if timer else float("nan")
+    return wall, peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--n", type=int, default=1_000_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "scenarios.csv"
+        scenarios(args.n).to_csv(src, index=False)
+        t0 = time.perf_counter()
+        pd.read_csv(src)
+        read_s = time.perf_counter() - t0
+        print(f"pandas.read_csv of {args.n:,} rows: {read_s:.2f} s")
+        for suffix in ("parquet", "csv"):
+            out = Path(tmp) / f"predictions.{suffix}"
+            wall, peak = _run(["-m", "simulator", "predict", "--in", str(src), "--out", str(out)])
+            print(
+                f"predict CSV -> {suffix}: {wall:.2f} s = {wall / read_s:.1f} x read_csv, "
+                f"peak RSS {peak:,.0f} MB"
+            )
+        batches = max(1, args.n // 500)
+        for suffix in ("parquet", "csv"):
+            out = Path(tmp) / f"sweep.{suffix}"
+            sweep = [
+                "-m", "simulator", "sweep", "--target", "llama-3.1-8b", "--method", "eagle",
+                "--gpu", "h100-sxm", "--k", "1-10", "--alpha", "0.5:0.99:0.01",
+                "--batch", f"1-{batches}", "--force", "--out", str(out),
+            ]  # fmt: skip
+            wall, peak = _run(sweep)
+            rows = 10 * 50 * batches
+            print(f"sweep of {rows:,} points -> {suffix}: {wall:.2f} s, peak RSS {peak:,.0f} MB")
+    wall, _ = _run(["-m", "simulator", "--help"])
+    print(f"python -m simulator --help: {wall:.2f} s")
+    from simulator import predict
+
+    row = pd.DataFrame(
+        [dict(target="llama-3.1-8b", gpu="h100-sxm", method="eagle", k=3, acceptance_rate=0.7)]
+    )
+    predict(row)
+    t0 = time.process_time()
+    for _ in range(200):
+        predict(row)
+    print(f"one-row predict: {(time.process_time() - t0) / 200 * 1e3:.1f} ms of CPU")
+
+
+if __name__ == "__main__":
+    main()

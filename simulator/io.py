@@ -1,0 +1,353 @@
+"""Scenario tables in, prediction tables out: CSV or Parquet, in blocks, through pyarrow.
+
+The format follows the file's suffix (`.csv`, `.parquet`); any other suffix is refused with
+a message that names the flag. Reading and writing go block by block, so a table of
+millions of rows never sits in memory whole. pyarrow (a dependency of Streamlit) is
+imported here, and only here, when a table is read or written.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from simulator.errors import InputError
+
+FORMATS = {".csv": "csv", ".parquet": "parquet"}
+"""File suffixes a table may have, and the format each means."""
+
+NUMERIC_COLUMNS = (
+    "num_gpus",
+    "k",
+    "verify_tokens",
+    "batch_size",
+    "prompt_len",
+    "output_len",
+    "draft_context_len",
+    "medusa_heads",
+    "mtp_depth",
+    "acceptance_rate",
+    "mean_accepted_tokens",
+    "gpu_hourly_usd",
+    "gpu_memory_utilization",
+    "temperature",
+    "request_rate",
+)
+TEXT_COLUMNS = ("target", "method", "draft", "gpu", "weight_dtype", "kv_dtype", "serving")
+
+
+def table_format(path: str, flag: str) -> str:
+    """'csv' or 'parquet' from the suffix of `path`; anything else is refused."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        given = f"ends in '{suffix}'" if suffix else "has no suffix"
+        raise InputError(
+            f"'{path}' {given}; give a file ending in {' or '.join(FORMATS)}", field=flag
+        )
+    return FORMATS[suffix]
+
+
+def check_file(path: str, flag: str) -> None:
+    """Refuse an input path that is missing or not a regular file, naming the flag."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"'{path}' is a folder; give a file", field=flag)
+    if not p.exists():
+        raise InputError("file not found", file=path, field=flag)
+    if not p.is_file():
+        raise InputError(f"'{path}' is not a regular file", field=flag)
+
+
+def _header(path: str) -> list[str]:
+    """The CSV header's names, stripped; a name given twice is refused."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            header = next(csv.reader(fh), None)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"not a readable CSV file ({exc})", file=path) from None
+    if not header:
+        raise InputError("not a readable CSV file (it is empty)", file=path)
+    names = [name.strip() for name in header]
+    _unique(names, path)
+    return names
+
+
+def _unique(names: list[str], path: str) -> None:
+    seen: dict[str, int] = {}
+    for position, name in enumerate(names, start=1):
+        if name and name in seen:
+            raise InputError(
+                f"column '{name}' appears twice (columns {seen[name]} and {position}); keep one",
+                file=path,
+                field=name,
+            )
+        seen[name] = position
+
+
+def table_columns(path: str, flag: str = "--in") -> list[str]:
+    """The column names of the table at `path`, stripped; blank names stay blank."""
+    fmt = table_format(path, flag)
+    check_file(path, flag)
+    if fmt == "csv":
+        return _header(path)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        names = [str(n).strip() for n in pq.read_schema(path).names]
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"not a readable Parquet file ({exc})", file=path) from None
+    _unique(names, path)
+    return names
+
+
+def _frame(table, path: str):
+    """A block read as text to a pandas DataFrame: numeric columns as float64 where every
+    cell parses (else text, so validation names the bad cell), scenario text columns as
+    Categoricals; blank-header columns dropped when empty, refused when they hold data."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = {}
+    pairs = zip(table.column_names, table.columns, strict=True)
+    for position, (name, col) in enumerate(pairs, start=1):
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            col = pc.if_else(pc.equal(pc.utf8_trim_whitespace(col), ""), None, col)
+        if not name:
+            if col.null_count == len(col):
+                continue
+            raise InputError(
+                f"column {position} has a blank header; name it or delete it", file=path
+            )
+        if name in NUMERIC_COLUMNS and pa.types.is_floating(col.type):
+            array = col.to_numpy()
+            if np.isnan(array[~np.asarray(pc.is_null(col))]).any():
+                # 'nan' typed in a cell: validation refuses it as text
+                col = pc.if_else(pc.is_nan(col), pa.scalar("nan"), pc.cast(col, pa.string()))
+                columns[name] = col.to_pandas()
+            else:
+                columns[name] = array
+            continue
+        if name in NUMERIC_COLUMNS and pa.types.is_string(col.type):
+            try:
+                values = pc.cast(col, pa.float64())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                values = None
+            if values is not None:
+                array = values.to_numpy(zero_copy_only=False)
+                if not np.isnan(array[~np.asarray(pc.is_null(values))]).any():
+                    columns[name] = array
+                    continue
+            columns[name] = col.to_pandas()
+        elif name in TEXT_COLUMNS and pa.types.is_string(col.type):
+            columns[name] = col.dictionary_encode().to_pandas()
+        else:
+            columns[name] = col.to_pandas()
+    return pd.DataFrame(columns, copy=False)
+
+
+def read_blocks(path: str, rows: int, flag: str = "--in") -> Iterator:
+    """The table at `path` (CSV or Parquet, by suffix) as DataFrames of at most `rows` rows,
+    with stripped column names; CSV cells are text until `_frame` parses them."""
+    import pyarrow as pa
+
+    fmt = table_format(path, flag)
+    check_file(path, flag)
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            parquet = pq.ParquetFile(path)
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"not a readable Parquet file ({exc})", file=path) from None
+        names = [str(n).strip() for n in parquet.schema_arrow.names]
+        _unique(names, path)
+        for batch in parquet.iter_batches(batch_size=rows):
+            yield _frame(pa.Table.from_batches([batch]).rename_columns(names), path)
+        return
+    names = _header(path)
+    raw = _header_raw(path)
+    done = 0
+    try:
+        # Numbers and scenario text parsed by pyarrow as they are read; a cell that is
+        # not a number stops this and the rest is read as text, for validation to name.
+        for frame in _csv_blocks(path, raw, names, rows, typed=True):
+            done += len(frame)
+            yield frame
+        return
+    except pa.ArrowInvalid:
+        pass
+    for frame in _csv_blocks(path, raw, names, rows, typed=False, skip=done):
+        yield frame
+
+
+def _csv_blocks(path, raw, names, rows, *, typed: bool, skip: int = 0):
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    types = {}
+    for name, stripped in zip(raw, names, strict=True):
+        if typed and stripped in NUMERIC_COLUMNS:
+            types[name] = pa.float64()
+        elif typed and stripped in TEXT_COLUMNS:
+            types[name] = pa.dictionary(pa.int32(), pa.string())
+        else:
+            types[name] = pa.string()
+    try:
+        reader = pcsv.open_csv(
+            path,
+            read_options=pcsv.ReadOptions(block_size=1 << 22, use_threads=True),
+            convert_options=pcsv.ConvertOptions(
+                column_types=types,
+                strings_can_be_null=True,
+                null_values=[""],
+                quoted_strings_can_be_null=True,
+            ),
+        )
+    except pa.ArrowInvalid as exc:
+        if typed:
+            raise
+        raise InputError(f"not a readable CSV file ({exc})", file=path) from None
+    pending, count = [], 0
+
+    def batches():
+        try:
+            yield from reader
+        except pa.ArrowInvalid as exc:
+            if typed and "conversion error" in str(exc).lower():
+                raise
+            raise InputError(f"not a readable CSV file ({exc})", file=path) from None
+
+    for batch in batches():
+        if skip:
+            drop = min(skip, batch.num_rows)
+            batch, skip = batch.slice(drop), skip - drop
+            if not batch.num_rows:
+                continue
+        pending.append(batch)
+        count += batch.num_rows
+        while count >= rows:
+            table = pa.Table.from_batches(pending).rename_columns(names)
+            yield _frame(table.slice(0, rows), path)
+            rest = table.slice(rows)
+            pending, count = rest.to_batches(), rest.num_rows
+    if count or not pending:
+        table = pa.Table.from_batches(pending, schema=reader.schema).rename_columns(names)
+        if table.num_rows or not skip:
+            yield _frame(table, path)
+
+
+def _header_raw(path: str) -> list[str]:
+    with open(path, newline="", encoding="utf-8-sig") as fh:
+        return next(csv.reader(fh))
+
+
+def _file_mode() -> int:
+    """Permissions a plain `open` would give a new file: 0o666 less the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+@contextmanager
+def atomic_path(out: str) -> Iterator[str]:
+    """A temporary path beside `out`, renamed to `out` when the block exits normally and
+    removed otherwise: never a half-written file. The file gets the permissions of one
+    opened normally (mkstemp's are 0600)."""
+    target = Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(fd)
+    try:
+        yield tmp
+        os.chmod(tmp, _file_mode())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _cheap_to_format(table):
+    """Float columns of whole numbers as integers: pyarrow writes the same text, and a
+    float's shortest text costs about four times an integer's to write."""
+    import numpy as np
+    import pyarrow as pa
+
+    columns = []
+    for field, col in zip(table.schema, table.columns, strict=True):
+        if pa.types.is_float64(field.type) and len(col):
+            values = col.to_numpy()
+            missing = np.isnan(values)
+            if col.null_count != missing.sum():
+                pass  # a NaN that is not null (pyarrow writes 'nan'): left as it is
+            else:
+                finite = values[~missing]
+                if (
+                    np.all(np.abs(finite) < 2.0**53)
+                    and np.all(finite == np.floor(finite))
+                    and not np.any(np.signbit(finite) & (finite == 0))
+                ):
+                    col = pa.array(np.where(missing, 0, values).astype(np.int64), mask=missing)
+        columns.append(col)
+    return pa.table(columns, names=table.column_names)
+
+
+class TableWriter:
+    """Writes DataFrames block by block to an open temporary path as CSV or Parquet; the
+    first block's columns and types are the file's."""
+
+    def __init__(self, path: str, fmt: str):
+        self.path, self.fmt = path, fmt
+        self._writer = None
+        self._schema = None
+        self.rows = 0
+
+    def _table(self, df):
+        import pyarrow as pa
+
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        if self.fmt == "csv":
+            table = _cheap_to_format(table)
+        fields = []
+        for field in table.schema:
+            kind = field.type
+            if pa.types.is_dictionary(kind):
+                kind = pa.string() if self.fmt == "csv" else pa.dictionary(pa.int32(), pa.string())
+            elif pa.types.is_large_string(kind) or pa.types.is_null(kind):
+                kind = pa.string()
+            fields.append(pa.field(field.name, kind))
+        return table.cast(pa.schema(fields))
+
+    def write(self, df) -> None:
+        import pyarrow as pa
+
+        table = self._table(df)
+        if self._writer is None:
+            self._schema = table.schema
+            if self.fmt == "csv":
+                import pyarrow.csv as pcsv
+
+                self._writer = pcsv.CSVWriter(
+                    self.path, self._schema, write_options=pcsv.WriteOptions(quoting_style="needed")
+                )
+            else:
+                import pyarrow.parquet as pq
+
+                # Dictionary pages only for text: trying them on float columns doubles the
+                # time of a write and saves nothing.
+                text = [f.name for f in self._schema if pa.types.is_dictionary(f.type)]
+                self._writer = pq.ParquetWriter(self.path, self._schema, use_dictionary=text)
+        else:
+            table = table.cast(self._schema)
+        self._writer.write_table(table)
+        self.rows += len(df)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()

@@ -1,0 +1,166 @@
+"""The grouped, vectorised core against the same rows priced one at a time, and the
+limits that keep every row's answer finite."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulator import predict
+from simulator.catalog import default_gpus, default_models
+from simulator.errors import InputError
+from simulator.specs import METHODS
+
+
+def _diverse(n: int, seed: int = 3) -> pd.DataFrame:
+    """Valid rows over every method, catalog entry, dtype, acceptance form and mode."""
+    rng = np.random.default_rng(seed)
+    models, gpus = list(default_models()), list(default_gpus())
+    method = np.array(METHODS)[rng.integers(0, len(METHODS), n)]
+    spec = method != "none"
+    k = np.where(spec, rng.integers(1, 11, n), 0).astype(float)
+    form = rng.integers(0, 3, n)
+    positions = [
+        ";".join(f"{p:.3f}" for p in np.sort(rng.uniform(0, 1, rng.integers(1, 6)))[::-1])
+        if spec[i] and form[i] == 2
+        else None
+        for i in range(n)
+    ]
+    draft_model = method == "draft_model"
+    small = np.array(["llama-3.2-1b", "qwen2.5-0.5b", "tiny", "qwen3-0.6b"])
+    open_loop = rng.random(n) < 0.1
+    return pd.DataFrame(
+        {
+            "target": np.array(models)[rng.integers(0, len(models), n)],
+            "method": method,
+            "draft": np.where(draft_model, small[rng.integers(0, len(small), n)], ""),
+            "gpu": np.array(gpus)[rng.integers(0, len(gpus), n)],
+            "num_gpus": rng.choice([1, 2, 4, 8], n),
+            "weight_dtype": np.array(["bf16", "fp8", "int4"])[rng.integers(0, 3, n)],
+            "kv_dtype": np.array(["bf16", "fp8"])[rng.integers(0, 2, n)],
+            "k": k,
+            "acceptance_rate": np.where(spec & (form == 0), rng.uniform(0, 1, n), np.nan),
+            "mean_accepted_tokens": np.where(
+                spec & (form == 1), 1 + rng.uniform(0, 1, n) * k, np.nan
+            ),
+            "acceptance_per_position": positions,
+            "verify_tokens": np.where(rng.random(n) < 0.2, k + 1 + rng.integers(0, 30, n), np.nan),
+            "batch_size": np.where(open_loop, np.nan, rng.choice([1, 8, 64, 256, 1024], n)),
+            "request_rate": np.where(open_loop, rng.uniform(0.1, 50, n), np.nan),
+            "prompt_len": rng.integers(1, 20000, n),
+            "output_len": rng.integers(1, 4096, n),
+            "temperature": rng.choice([0.0, 0.7], n),
+            "serving": np.array(["steady", "decode_only"])[rng.integers(0, 2, n)],
+        }
+    )
+
+
+def _assert_same(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    assert list(a.columns) == list(b.columns)
+    for c in a.columns:
+        x, y = a[c], b[c]
+        if x.dtype.kind in "fiub":
+            assert np.allclose(
+                x.to_numpy(float), y.to_numpy(float), rtol=1e-12, atol=0, equal_nan=True
+            ), c
+        else:
+            xs = x.astype(object).fillna("<NA>").astype(str).to_numpy()
+            ys = y.astype(object).fillna("<NA>").astype(str).to_numpy()
+            assert (xs == ys).all(), c
+
+
+def test_a_table_gives_what_its_rows_give_one_at_a_time():
+    table = _diverse(240)
+    whole = predict(table)
+    rows = pd.concat([predict(table.iloc[[i]]) for i in range(len(table))], ignore_index=True)
+    _assert_same(whole, rows)
+
+
+def test_rows_grouped_by_catalog_entry_give_the_same_answers(monkeypatch):
+    # Sorted rows come in long runs of one (target, method, GPU): priced with the catalog
+    # figures as scalars. The same rows shuffled are priced with figures per row.
+    import sys
+
+    table = _diverse(3000, seed=4)
+    ordered = table.sort_values(["target", "method", "gpu", "draft", "weight_dtype", "kv_dtype"])
+    monkeypatch.setattr(sys.modules["simulator.predict"], "GROUP_ROWS", 4)
+    grouped = predict(ordered.reset_index(drop=True))
+    shuffled = predict(table).loc[ordered.index].reset_index(drop=True)
+    _assert_same(grouped, shuffled)
+
+
+def test_break_even_is_computed_only_where_asked():
+    table = _diverse(200, seed=5)
+    full = predict(table)
+    lean = predict(table, break_even=False)
+    assert lean["break_even_alpha"].isna().all()
+    _assert_same(full.drop(columns="break_even_alpha"), lean.drop(columns="break_even_alpha"))
+
+
+def _row(**cells) -> pd.DataFrame:
+    base = dict(target="llama-3.1-8b", gpu="h100-sxm", method="eagle", k=3, acceptance_rate=0.7)
+    return pd.DataFrame([{**base, **cells}])
+
+
+@pytest.mark.parametrize(
+    ("cells", "field"),
+    [
+        (dict(prompt_len=9223372036854775807), "prompt_len"),
+        (dict(prompt_len=2**63), "prompt_len"),
+        (dict(output_len=10**12), "output_len"),
+        (dict(batch_size=10**19), "batch_size"),
+        (dict(num_gpus=10**9), "num_gpus"),
+        (dict(verify_tokens=1e300), "verify_tokens"),
+        (dict(draft_context_len=1e30), "draft_context_len"),
+        (dict(medusa_heads=10**6, method="medusa"), "medusa_heads"),
+    ],
+)
+def test_numbers_past_the_limits_are_refused_naming_the_column(cells, field):
+    with pytest.raises(InputError, match=f"field '{field}': .* is above"):
+        predict(_row(**cells))
+
+
+def test_text_nan_is_not_a_missing_acceptance_curve():
+    row = _row(acceptance_rate=None, acceptance_per_position="nan")
+    with pytest.raises(InputError, match="field 'acceptance_per_position'"):
+        predict(row)
+
+
+def test_a_column_repeated_after_stripping_is_refused():
+    table = pd.DataFrame(
+        [["llama-3.1-8b", "h100-sxm", "h100-sxm"]], columns=["target", "gpu", " gpu"]
+    )
+    with pytest.raises(InputError, match="field 'gpu': column 'gpu' appears twice"):
+        predict(table)
+
+
+def test_rows_at_the_limits_give_finite_sane_answers():
+    rows = pd.concat(
+        [
+            _row(prompt_len=100_000_000, serving="decode_only"),
+            _row(verify_tokens=65_536),
+            _row(batch_size=1_000_000),
+            _row(num_gpus=4096),
+            _row(method="medusa", medusa_heads=64, k=16),
+        ],
+        ignore_index=True,
+    )
+    out = predict(rows)
+    ok = out["status"].astype(str) == "ok"
+    figures = out.loc[ok, ["speedup", "spec_tpot_ms", "baseline_tpot_ms", "spec_tok_s"]]
+    assert np.isfinite(figures.to_numpy()).all() and (figures.to_numpy() >= 0).all()
+    assert (out.loc[ok, "speedup"] <= out.loc[ok, "k"] + 1).all()
+
+
+def test_a_short_measured_curve_is_extended_whatever_the_other_rows_measured():
+    # The second row measured one position; the first row's five once made the table five
+    # positions wide, and the second row's unmeasured positions then counted as 0.
+    table = pd.concat(
+        [
+            _row(acceptance_rate=None, acceptance_per_position="0.9;0.8;0.7;0.6;0.5"),
+            _row(acceptance_rate=None, acceptance_per_position="0.8"),
+        ],
+        ignore_index=True,
+    )
+    together = predict(table)["tau"].to_numpy()
+    alone = predict(table.iloc[[1]])["tau"].to_numpy()
+    assert together[1] == pytest.approx(alone[0], rel=1e-12) and alone[0] > 1.8 + 0.1
