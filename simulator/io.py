@@ -20,25 +20,6 @@ from simulator.errors import InputError
 FORMATS = {".csv": "csv", ".parquet": "parquet"}
 """File suffixes a table may have, and the format each means."""
 
-NUMERIC_COLUMNS = (
-    "num_gpus",
-    "k",
-    "verify_tokens",
-    "batch_size",
-    "prompt_len",
-    "output_len",
-    "draft_context_len",
-    "medusa_heads",
-    "mtp_depth",
-    "acceptance_rate",
-    "mean_accepted_tokens",
-    "gpu_hourly_usd",
-    "gpu_memory_utilization",
-    "temperature",
-    "request_rate",
-)
-TEXT_COLUMNS = ("target", "method", "draft", "gpu", "weight_dtype", "kv_dtype", "serving")
-
 
 def table_format(path: str, flag: str) -> str:
     """'csv' or 'parquet' from the suffix of `path`; anything else is refused."""
@@ -113,6 +94,8 @@ def _frame(table, path: str):
     import pandas as pd
     import pyarrow as pa
     import pyarrow.compute as pc
+
+    from simulator.scenarios import NUMERIC_COLUMNS, TEXT_COLUMNS
 
     columns = {}
     pairs = zip(table.column_names, table.columns, strict=True)
@@ -190,6 +173,8 @@ def read_blocks(path: str, rows: int, flag: str = "--in") -> Iterator:
 def _csv_blocks(path, raw, names, rows, *, typed: bool, skip: int = 0):
     import pyarrow as pa
     import pyarrow.csv as pcsv
+
+    from simulator.scenarios import NUMERIC_COLUMNS, TEXT_COLUMNS
 
     types = {}
     for name, stripped in zip(raw, names, strict=True):

@@ -177,7 +177,9 @@ POSITIONS_LIMIT = 64
 """Most per-position rates one cell may list: K is at most `K_LIMIT`, and each listed
 position costs a column of the (rows, positions) array."""
 
-_TEXT_COLUMNS = ("target", "method", "draft", "gpu", "weight_dtype", "kv_dtype", "serving")
+TEXT_COLUMNS = ("target", "method", "draft", "gpu", "weight_dtype", "kv_dtype", "serving")
+NUMERIC_COLUMNS = _INT_COLUMNS + _FLOAT_COLUMNS
+"""Columns read as numbers and as text (what a columnar reader may type on reading)."""
 _DEFAULT = {c.name: c.default for c in COLUMNS}
 
 
@@ -448,7 +450,7 @@ def validate_scenarios(
     }
     text = {
         c: _text(cols.get(c), n, known[c], _DEFAULT[c] or "", c in ("method", "serving"))
-        for c in _TEXT_COLUMNS
+        for c in TEXT_COLUMNS
     }
     target, method, draft, gpu = (text[c] for c in ("target", "method", "draft", "gpu"))
     empty = np.array([c == "" for c in target.cleaned])[target.raw]
@@ -632,7 +634,7 @@ def validate_scenarios(
     )
     values["gpu_hourly_usd"] = np.where(np.isnan(price), catalog_price[gpu.codes], price)
     # A draft named on a row that does not use one is dropped.
-    codes = {c: text[c].codes for c in _TEXT_COLUMNS}
+    codes = {c: text[c].codes for c in TEXT_COLUMNS}
     codes["draft"] = np.where(is_draft & (draft.codes >= 0), draft.codes, 0).astype(np.int16)
     return ScenarioArrays(
         n=n,

@@ -908,18 +908,15 @@ def simulate_runs(
             "slo_ttft_ms": settings.slo_ttft_ms,
             "slo_tpot_ms": settings.slo_tpot_ms,
         }
+        # The CSV's column order: each prediction next to its measurement, then the errors.
         for m in METRICS + EXTRA_METRICS:
-            key = m if m in pred else m.replace("_ms", "")
-            row[f"predicted_{m}"] = pred[key]
-            row[f"measured_{m}"] = meas[key]
-        for m in METRICS:
-            # Undefined where nothing was measured (no request met the SLOs: goodput 0).
-            measured = row[f"measured_{m}"]
-            row[f"error_{m}"] = row[f"predicted_{m}"] / measured - 1.0 if measured else np.nan
+            row[f"predicted_{m}"] = None
+            row[f"measured_{m}"] = meas[_key(m, meas)]
+        row.update({f"error_{m}": None for m in METRICS})
         row["measured_mean_in_system"] = meas["mean_in_system"]
-        row["predicted_mean_in_system"] = pred["mean_in_system"]
+        row["predicted_mean_in_system"] = None
         row["measured_steps"] = meas["steps"]
-        row["predicted_steps"] = pred["steps"]
+        row.update(_predicted(pred, row))
         row["measured_wall_s"] = sum(r.wall_s for r in results)
         row["other_cores_max"] = max(
             (float(r.requests["other_cores"].iloc[0]) for r in results), default=np.nan
@@ -970,6 +967,35 @@ def step_table(runs, models, context: float) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out)
+
+
+def _key(metric: str, stats: dict) -> str:
+    """A CSV metric's name in `serving.summarise`'s statistics (ratios carry no _ms)."""
+    return metric if metric in stats else metric.replace("_ms", "")
+
+
+def _predicted(pred: dict, measured) -> dict:
+    """The simulated half of a comparison row: predictions, and errors against the row's
+    measured values (undefined where nothing was measured: no request met the SLOs)."""
+    row = {f"predicted_{m}": pred[_key(m, pred)] for m in METRICS + EXTRA_METRICS}
+    for m in METRICS:
+        meas = measured[f"measured_{m}"]
+        row[f"error_{m}"] = row[f"predicted_{m}"] / meas - 1.0 if meas else np.nan
+    row["predicted_mean_in_system"] = pred["mean_in_system"]
+    row["predicted_steps"] = pred["steps"]
+    return row
+
+
+def _error_summary(table: pd.DataFrame) -> dict:
+    """The summary's error medians: headline, by arm, and signed."""
+    return {
+        "median_abs_error": {m: round(v, 4) for m, v in median_errors(table).items()},
+        "median_abs_error_by_arm": {
+            arm: {m: round(float(g[f"error_{m}"].abs().median()), 4) for m in METRICS}
+            for arm, g in table.groupby("arm")
+        },
+        "median_error_signed": {m: round(float(table[f"error_{m}"].median()), 4) for m in METRICS},
+    }
 
 
 def median_errors(table: pd.DataFrame) -> dict[str, float]:
@@ -1051,13 +1077,8 @@ def serve_bench(
     errors = median_errors(table)
     summary = {
         "rows": len(table),
-        "median_abs_error": {m: round(v, 4) for m, v in errors.items()},
+        **_error_summary(table),
         "targets": TARGETS,
-        "median_abs_error_by_arm": {
-            arm: {m: round(float(g[f"error_{m}"].abs().median()), 4) for m in METRICS}
-            for arm, g in table.groupby("arm")
-        },
-        "median_error_signed": {m: round(float(table[f"error_{m}"].median()), 4) for m in METRICS},
         "slo": {"ttft_ms": settings.slo_ttft_ms, "tpot_ms": settings.slo_tpot_ms},
         "defaults": "DEFAULTS.without_engine() with the loop's max_num_seqs and "
         "max_num_batched_tokens",
@@ -1118,26 +1139,12 @@ def repredict(out_dir: Path = VALIDATION_DIR, device_label: str = "cpu", log=pri
             float(r["acceptance_spread"]),
             int(r["rounds"]),
         )
-        for m in METRICS + EXTRA_METRICS:
-            table.loc[i, f"predicted_{m}"] = pred[m if m in pred else m.replace("_ms", "")]
-        for m in METRICS:
-            measured = table.loc[i, f"measured_{m}"]
-            table.loc[i, f"error_{m}"] = (
-                table.loc[i, f"predicted_{m}"] / measured - 1.0 if measured else np.nan
-            )
-        table.loc[i, "predicted_mean_in_system"] = pred["mean_in_system"]
-        table.loc[i, "predicted_steps"] = pred["steps"]
+        for col, value in _predicted(pred, r).items():
+            table.loc[i, col] = value
     table.to_csv(f"{stem}.csv", index=False, float_format="%.6g")
     table = pd.read_csv(f"{stem}.csv")
     errors = median_errors(table)
-    summary["median_abs_error"] = {m: round(v, 4) for m, v in errors.items()}
-    summary["median_abs_error_by_arm"] = {
-        arm: {m: round(float(g[f"error_{m}"].abs().median()), 4) for m in METRICS}
-        for arm, g in table.groupby("arm")
-    }
-    summary["median_error_signed"] = {
-        m: round(float(table[f"error_{m}"].median()), 4) for m in METRICS
-    }
+    summary.update(_error_summary(table))
     summary["repredicted"] = "python -m profiler serve-bench --repredict"
     Path(f"{stem}_summary.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
     log(format_table(table))
