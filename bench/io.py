@@ -2,7 +2,8 @@
 
 Prints, for a scenario CSV of `--n` rows (bench/sweep.py's table): the time
 `pandas.read_csv` takes to read it; `python -m simulator predict` from it to Parquet and
-to CSV (end to end, as a user runs it, with peak memory); a sweep of about `--n` points
+to CSV (end to end, as a user runs it, with peak memory); the floor under those: pyarrow
+writing the same predictions with no prediction at all; a sweep of about `--n` points
 to Parquet and to CSV; `python -m simulator --help`; and the CPU time of a one-row
 `predict` call. Ratios are to the read_csv time measured in the same run.
 """
@@ -37,6 +38,21 @@ def _run(argv: list[str]) -> tuple[float, float]:
     return wall, peak
 
 
+def _write_floor(predictions: Path) -> dict[str, float]:
+    """Seconds pyarrow takes to write the prediction table (read back from `predictions`)
+    as Parquet and as CSV, with no prediction at all: what any predict run must pay."""
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(predictions)
+    out = {}
+    for suffix, write in (("parquet", pq.write_table), ("csv", pcsv.write_csv)):
+        t0 = time.perf_counter()
+        write(table, predictions.with_name(f"floor.{suffix}"))
+        out[suffix] = time.perf_counter() - t0
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=1_000_000)
@@ -54,6 +70,11 @@ def main() -> None:
             print(
                 f"predict CSV -> {suffix}: {wall:.2f} s = {wall / read_s:.1f} x read_csv, "
                 f"peak RSS {peak:,.0f} MB"
+            )
+        for suffix, write_s in _write_floor(Path(tmp) / "predictions.parquet").items():
+            print(
+                f"floor, pyarrow writing those predictions alone as {suffix}: {write_s:.2f} s "
+                f"= {write_s / read_s:.1f} x read_csv"
             )
         batches = max(1, args.n // 500)
         for suffix in ("parquet", "csv"):

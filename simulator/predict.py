@@ -238,6 +238,8 @@ def _groups(sc: ScenarioArrays, calibration) -> list[tuple[str, bool, object]]:
         bounds = np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=n_ids))])
         for gid in np.flatnonzero(np.diff(bounds)):
             rows = order[bounds[gid] : bounds[gid + 1]]
+            if rows[-1] - rows[0] == len(rows) - 1:  # neighbours: a view, not a gather
+                rows = slice(int(rows[0]), int(rows[-1]) + 1)
             if gid < len(big):
                 pieces.append((METHODS[combo_method[gid]], True, rows))
             else:
@@ -377,9 +379,9 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
         from_tau = ~np.isnan(tau_in)
         if from_tau.any():
             alpha[from_tau] = acceptance.alpha_from_tau(tau_in[from_tau], k[from_tau])
-        tau = acceptance.tau_iid(np.nan_to_num(alpha), k)
+        a0 = np.nan_to_num(alpha) if np.isnan(alpha).any() else alpha
+        tau = acceptance.tau_iid(a0, k)
         tau[from_tau] = tau_in[from_tau]
-        a0 = np.nan_to_num(alpha)
         qs = (0.1, 0.5, 0.9)
         quantiles = dict(zip(qs, acceptance.tokens_per_step_quantiles_iid(a0, k, qs), strict=True))
     else:

@@ -164,3 +164,42 @@ def test_a_short_measured_curve_is_extended_whatever_the_other_rows_measured():
     together = predict(table)["tau"].to_numpy()
     alone = predict(table.iloc[[1]])["tau"].to_numpy()
     assert together[1] == pytest.approx(alone[0], rel=1e-12) and alone[0] > 1.8 + 0.1
+
+
+def test_whole_powers_by_products_match_pow_and_fall_back_where_they_cannot():
+    from simulator.acceptance import WHOLE_POWER_MAX, WholePower
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, 500)
+    k = rng.integers(0, WHOLE_POWER_MAX + 1, 500).astype(float)
+    fast = WholePower(k)
+    assert fast.pick is not None
+    np.testing.assert_allclose(fast(x), x**k, rtol=1e-14, atol=0)
+    # a row's answer does not depend on its neighbours
+    np.testing.assert_array_equal(WholePower(k[:100])(x[:100]), fast(x)[:100])
+    for exponents in (k + 0.5, np.where(k > 3, WHOLE_POWER_MAX + 1.0, k), np.full(500, np.nan)):
+        slow = WholePower(exponents)
+        assert slow.pick is None
+        np.testing.assert_array_equal(slow(x), x**exponents)
+
+
+def test_newton_stops_early_at_the_same_answer():
+    from simulator.acceptance import alpha_from_tau, tau_iid
+
+    rng = np.random.default_rng(1)
+    k = rng.integers(1, 17, 4000).astype(float)
+    alpha = rng.uniform(0, 1, 4000)
+    alpha[:10] = [0.0, 1.0, 1 - 1e-9, 1 - 1e-5, 0.5, 0.999, 1e-9, 0.3, 0.99999, 0.9]
+    tau = tau_iid(alpha, k)
+    np.testing.assert_allclose(alpha_from_tau(tau, k), alpha, atol=2e-6)
+    np.testing.assert_allclose(alpha_from_tau(tau, k)[10:], alpha[10:], atol=1e-9)
+
+
+def test_the_default_roofline_adds_memory_and_compute_time():
+    from simulator.latency import get_roofline_ms
+
+    rng = np.random.default_rng(2)
+    nbytes, flops = rng.uniform(1e6, 1e11, 300), rng.uniform(1e9, 1e15, 300)
+    fast = get_roofline_ms(nbytes, flops, 3350.0, 989.0, sharpness=1.0)
+    general = get_roofline_ms(nbytes, flops, 3350.0, 989.0, sharpness=np.ones(300))
+    np.testing.assert_allclose(fast, general, rtol=1e-12)
