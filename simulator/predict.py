@@ -2,10 +2,11 @@
 
 Every step is a numpy expression over many rows at once, so a sweep of a million
 scenarios costs what one costs in Python overhead. The table is validated as numpy arrays
-(`scenarios.validate_scenarios`), then priced in pieces of at most `BLOCK_ROWS`
-consecutive rows: rows that share method, target, draft, GPU and dtypes together, those
-figures as scalars, so no row pays for a method's branches it does not take; the rest per
-method, catalog figures per row. The break-even acceptance (a Newton solve) is computed
+(`scenarios.validate_scenarios`), reordered so that rows sharing method, target, draft,
+GPU and dtypes sit together, priced in pieces of at most `BLOCK_ROWS` rows with those
+figures as scalars (so no row pays for a method's branches it does not take; rows of
+rare combinations per method, catalog figures per row), and put back in the table's
+order. The break-even acceptance (a Newton solve) is computed
 only where asked (`break_even`).
 """
 
@@ -193,16 +194,24 @@ def _first_error(exc, scenarios, gpus, models, source, row_offset) -> InputError
     return exc
 
 
-def _groups(sc: ScenarioArrays, calibration) -> list[tuple[str, bool, object]]:
-    """Pieces of work: (method, uniform, rows), rows a slice or an index array. Rows of one
-    piece share the method; in a `uniform` piece they share target, draft, GPU and dtypes
-    too. Pieces never leave a block of `BLOCK_ROWS` consecutive rows, so gathering their
-    inputs and scattering their outputs stays in cache."""
+def _plan(sc: ScenarioArrays, calibration) -> tuple[np.ndarray | None, list]:
+    """The order rows are priced in, and the pieces of work over that order.
+
+    Returns `(order, pieces)`: `order` a permutation of the rows (None when they are in
+    it already) and pieces `(method, uniform, rows)`, `rows` a slice of the reordered
+    rows. Rows of a combination of method, target, draft, GPU and dtypes that holds at
+    least `GROUP_ROWS` rows form `uniform` pieces, those figures scalars; the other rows
+    one piece per method, figures per row. A piece holds at most `BLOCK_ROWS` rows, so
+    its hundred-odd passes stay in cache. Reordering whole columns once (a gather that
+    reads one column at a time) costs less than gathering each piece's rows from all
+    over the table and scattering its outputs back. Without a key small enough to
+    count, or with a calibration (its figures are per row anyway), rows group by method.
+    """
     n = sc.n
     method = sc.codes["method"].astype(np.int64)
     n_methods = len(METHODS)
-    combo = None
-    if calibration is None:
+    ids, n_ids, combo_method, n_combos = method, n_methods, None, 0
+    if calibration is None and n >= GROUP_ROWS:
         key = np.zeros(n, dtype=np.int64)
         span = 1
         for c in _KEY_COLUMNS:
@@ -213,45 +222,43 @@ def _groups(sc: ScenarioArrays, calibration) -> list[tuple[str, bool, object]]:
         key = key * n_methods + method  # the method is the last digit
         span *= n_methods
         if span <= 4 * n + 1_000_000:
-            present = np.bincount(key, minlength=span) > 0
-            lookup = np.cumsum(present) - 1
-            combo = lookup[key]
-            n_combos = int(present.sum())
-            combo_method = (np.flatnonzero(present) % n_methods).astype(int)
-            if n_combos + n_methods >= 2**16:
-                combo = None
+            big = np.bincount(key, minlength=span) >= GROUP_ROWS
+            if big.any():
+                n_combos = int(big.sum())
+                combo_method = (np.flatnonzero(big) % n_methods).astype(int)
+                ids = np.where(big[key], (np.cumsum(big) - 1)[key], n_combos + method)
+                n_ids = n_combos + n_methods
+    counts = np.bincount(ids, minlength=n_ids)
+    order = None
+    if n > 1 and (ids[1:] < ids[:-1]).any():
+        order = np.argsort(ids.astype(np.uint16) if n_ids < 2**16 else ids, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(counts)])
     pieces = []
-    for lo in range(0, n, BLOCK_ROWS):
-        hi = min(lo + BLOCK_ROWS, n)
-        if combo is not None:
-            block = combo[lo:hi]
-            if block[0] == block[-1] and (block == block[0]).all():
-                pieces.append((METHODS[combo_method[block[0]]], True, slice(lo, hi)))
-                continue
-            big = np.bincount(block, minlength=n_combos) >= GROUP_ROWS
-            ids = np.where(big[block], block, n_combos + method[lo:hi])
-            n_ids = n_combos + n_methods
-        else:
-            ids, n_ids = method[lo:hi], n_methods
-            big = np.zeros(0, bool)
-        order = np.argsort(ids.astype(np.uint16), kind="stable") + lo
-        bounds = np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=n_ids))])
-        for gid in np.flatnonzero(np.diff(bounds)):
-            rows = order[bounds[gid] : bounds[gid + 1]]
-            if rows[-1] - rows[0] == len(rows) - 1:  # neighbours: a view, not a gather
-                rows = slice(int(rows[0]), int(rows[-1]) + 1)
-            if gid < len(big):
-                pieces.append((METHODS[combo_method[gid]], True, rows))
-            else:
-                pieces.append((METHODS[gid - (n_ids - n_methods)], False, rows))
-    return pieces
+    for gid in np.flatnonzero(counts):
+        uniform = gid < n_combos
+        name = METHODS[combo_method[gid]] if uniform else METHODS[gid - n_combos]
+        end = int(bounds[gid + 1])
+        for lo in range(int(bounds[gid]), end, BLOCK_ROWS):
+            pieces.append((name, uniform, slice(lo, min(lo + BLOCK_ROWS, end))))
+    return order, pieces
 
 
 def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict:
-    """Every output column for the validated table `sc`, priced piece by piece."""
+    """Every output column for the validated table `sc`, priced piece by piece in the
+    order `_plan` gives and returned in the table's own order."""
     import pandas as pd
 
     n = sc.n
+    order, pieces = _plan(sc, calibration)
+    if order is not None:
+        sc = ScenarioArrays(
+            n=n,
+            codes={c: sc.codes[c].take(order) for c in (*_KEY_COLUMNS, "serving")},
+            categories=sc.categories,
+            values={c: sc.values[c].take(order) for c in _ROW_INPUTS},
+            positions=None if sc.positions is None else sc.positions.take(order, axis=0),
+            positions_column=None,
+        )
     out = {c: np.empty(n) for c in _FLOAT_OUTPUTS}
     out["fits"] = np.empty(n, dtype=bool)
     status_bits = np.empty(n, dtype=np.int64)
@@ -278,7 +285,6 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
         if labels is not None:
             labels[rows] = res["latency_source"]
 
-    pieces = _groups(sc, calibration)
     workers = min(os.cpu_count() or 1, len(pieces))
     if workers == 1:
         for piece in pieces:
@@ -287,6 +293,15 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for f in [pool.submit(run, p) for p in pieces]:
                 f.result()
+    if order is not None:
+        inv = np.empty(n, dtype=np.intp)
+        inv[order] = np.arange(n)
+        for c in list(out):
+            out[c] = out[c].take(inv)
+        status_bits = status_bits.take(inv)
+        warning_bits = warning_bits.take(inv)
+        if labels is not None:
+            labels = labels.take(inv)
     if labels is None:
         source_col = categorical(np.zeros(n, dtype=np.int8), ["roofline"])
     else:
