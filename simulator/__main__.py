@@ -323,7 +323,7 @@ def cmd_serve(args) -> int:
     import numpy as np
     import pandas as pd
 
-    from simulator.scenarios import check_columns
+    from simulator.scenarios import check_columns, validate_scenarios
     from simulator.serving import Lengths, Load, simulate
 
     gpus, models = _catalogs(args)
@@ -345,6 +345,15 @@ def cmd_serve(args) -> int:
             field="--rate",
         )
     calibration, _ = _calibration(args)
+    # Every row checked before the first simulation: a bad cell in the last row must not
+    # cost the simulations of the rows above it.
+    load_columns = ("batch_size", "request_rate", "serving")
+    validate_scenarios(
+        table[[c for c in table.columns if str(c).strip() not in load_columns]],
+        gpus if calibration is None else {**gpus, **calibration.gpus},
+        models,
+        source=args.inp,
+    )
     try:
         loads = [Load(requests=args.requests, seed=args.seed, **load) for load in loads]
     except InputError as exc:

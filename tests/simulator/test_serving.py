@@ -349,3 +349,27 @@ def test_every_decoded_token_is_in_the_itl_samples_once(case):
     chunk_v, chunk_w = result.itl_chunk_ms
     assert decoded / 4 <= chunk_w.sum() <= decoded
     assert (chunk_v > 0).all()
+
+
+def test_serve_refuses_a_bad_row_before_simulating_any(tmp_path):
+    import subprocess
+    import sys
+
+    src = tmp_path / "in.csv"
+    src.write_text(
+        "target,gpu,method,k,acceptance_rate\n"
+        "llama-3.1-8b,h100-sxm,eagle,3,0.7\n"
+        "llama-3.1-8b,h100-sxm,draft_model,3,0.7\n"
+    )
+    out = tmp_path / "serving.csv"
+    argv = ["serve", "--in", str(src), "--out", str(out), "--rate", "2", "--requests", "50"]
+    run_ = subprocess.run(
+        [sys.executable, "-m", "simulator", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run_.returncode == 2
+    assert "row 2, field 'draft'" in run_.stderr
+    assert "requests per arm" not in run_.stderr  # no simulation started
+    assert not out.exists()
