@@ -128,6 +128,17 @@ def _spec_for(pm, models: dict[str, ModelSpec], dtype: str, where: str = "") -> 
                 file=where,
                 field=f"architecture.{key}",
             )
+    experts = a.get("num_experts") or 0
+    if experts:
+        # The spec below is dense: every parameter read by every token. Fitting an MoE
+        # model's times to that would silently skew the fitted bandwidth and FLOP rate.
+        raise InputError(
+            f"model {pm.id!r} is not in the model catalog and its architecture gives "
+            f"num_experts {experts!r:.40}: calibration reads a mixture-of-experts model's "
+            "routing from the catalog, so add the model there (--models) or profile a dense one",
+            file=where,
+            field="architecture.num_experts",
+        )
     params = round(pm.weight_bytes / DTYPE_BYTES.get(dtype, 2.0))
     return ModelSpec(
         id=pm.id,

@@ -58,6 +58,17 @@ LIMITS = {
 """Largest value of each numeric column: 100 to 1,000 times today's largest GPU or model,
 and small enough that products of them (bytes of weights and KV cache, FLOPs) stay finite
 and exact where they are counts."""
+MINIMUMS = {
+    "hbm_bandwidth_gbps": 1e-3,
+    "bf16_tflops": 1e-3,
+    "fp8_tflops": 1e-3,
+    "int8_tops": 1e-3,
+    "interconnect_gbps": 1e-3,
+}
+"""Smallest value above 0 of each rate column (GB/s, TFLOP/s, TOPS): 1 MB/s and 1 GFLOP/s
+are far below any accelerator or CPU, and bytes or FLOPs divided by them stay finite. A
+subnormal rate (1e-310 GB/s) passed `> 0` and made every step time infinite. 0 itself is
+refused as a required rate by `load_gpus`, and means "not given" in the optional ones."""
 
 
 def _read_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
@@ -126,6 +137,11 @@ def _convert(value: str | None, typ: Any, *, required: bool, file: str, row: int
         most = LIMITS.get(field, 1e15)
         if number > most:
             raise InputError(f"{text[:40]} must be <= {most:g}", file=file, row=row, field=field)
+        least = MINIMUMS.get(field, 0.0)
+        if 0 < number < least:
+            raise InputError(
+                f"{text[:40]} must be at least {least:g}", file=file, row=row, field=field
+            )
         if typ is int:
             if number != int(number):
                 raise InputError(f"{text} must be a whole number", file=file, row=row, field=field)

@@ -30,4 +30,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     out = os.environ.get("SPECPLAN_FUZZ_COUNTS")
     if out:
         with open(out, "w") as fh:
-            json.dump({p: dict(c) for p, c in sorted(TALLY.items())}, fh, indent=2)
+            # Every count written, zeros included: a missing "failures" would not say 0.
+            counts = {p: {k: c[k] for k in total} for p, c in sorted(TALLY.items())}
+            json.dump({**counts, "total": total}, fh, indent=2)

@@ -26,12 +26,38 @@ from simulator.errors import InputError
 
 CI_CASES = 40
 LONG_CASES = 1500
-"""Cases per test: 12 tests x 1,500 = 18,000 in `make fuzz`."""
+"""Cases per test: 13 fuzz tests x 1,500 = 19,500 in `make fuzz` (the issue asks for 10,000)."""
 CASE_CPU_S = 2.0
 """A case that takes longer than this of CPU time is a hang (the issue's bound)."""
 CASE_WALL_S = 20.0
 """Wall-clock backstop for a case blocked without using CPU; the shared CI machine can be
 slow, so the CPU bound above is the one that judges."""
+
+
+def _import_project() -> None:
+    """Import every simulator module and the dashboard's link readers now, before any case
+    is drawn.
+
+    Hypothesis (6.131 on) mixes literals harvested from the project modules loaded at the
+    time (4096, 0.9, 1e6, ...) into 5% of its draws. Without this, the modules a test file
+    happens to import decide which cases a derandomized test draws: `pytest
+    tests/fuzz/test_fuzz_catalog.py` alone drew other cases than the same test inside
+    `make fuzz`, so a failure from the long run might not reproduce on its own file. With
+    every project module loaded first, the cases depend only on the source (an edit to a
+    literal in simulator/ still changes them), whichever tests are selected. A fuzz test
+    that reads another project module adds it here.
+    """
+    import importlib
+    import pkgutil
+
+    import simulator
+
+    for module in pkgutil.iter_modules(simulator.__path__):
+        importlib.import_module(f"simulator.{module.name}")
+    importlib.import_module("app.widgets")
+
+
+_import_project()
 
 LONG = os.environ.get("SPECPLAN_FUZZ", "") == "long"
 settings.register_profile(

@@ -329,3 +329,25 @@ def test_profiled_model_outside_the_catalog_needs_its_architecture():
     profile.measurements["model"] = "not-in-catalog"
     with pytest.raises(InputError, match=r"architecture\.hidden_size"):
         Calibration.from_profiles([profile])
+
+
+def test_profiled_moe_model_outside_the_catalog_is_refused():
+    """An MoE model outside the catalog was calibrated as dense (its num_experts read and
+    then dropped), skewing the fit: it is refused, naming the field."""
+    from pathlib import Path
+
+    from simulator.errors import InputError
+    from simulator.profile import load_profile
+
+    path = Path(__file__).resolve().parents[2] / "data/profiles/cpu/tiny.json"
+    profile = load_profile(path)
+    arch = {**profile.models[0].architecture, "num_experts": 8, "experts_per_token": 2}
+    pm = replace(profile.models[0], id="not-in-catalog", architecture=arch)
+    profile = replace(profile, models=(pm,))
+    profile.measurements["model"] = "not-in-catalog"
+    with pytest.raises(InputError, match="mixture-of-experts") as info:
+        Calibration.from_profiles([profile])
+    assert info.value.field == "architecture.num_experts"
+    # The same model as a dense one still calibrates.
+    dense = replace(pm, architecture={**arch, "num_experts": 0, "experts_per_token": 0})
+    Calibration.from_profiles([replace(profile, models=(dense,))])

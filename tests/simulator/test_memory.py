@@ -1,5 +1,7 @@
 """Memory against a real vLLM start-up log, and the catalog loaders' errors."""
 
+import csv
+
 import pandas as pd
 import pytest
 
@@ -52,6 +54,53 @@ def test_bad_gpu_row_names_file_row_field(tmp_path):
         load_gpus(path)
     assert str(path) in str(exc.value) and "row 3" in str(exc.value)
     assert "hbm_bandwidth_gbps" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "column", ["hbm_bandwidth_gbps", "bf16_tflops", "fp8_tflops", "interconnect_gbps"]
+)
+@pytest.mark.parametrize("tiny", ["1e-310", "5e-324", "1e-300", "0.0009"])
+def test_a_rate_too_small_to_divide_by_is_refused(tmp_path, column, tiny):
+    """A subnormal rate passed `> 0`, and bytes or FLOPs divided by it made every step
+    time infinite (found by the fuzz suite): refused, naming the row and column."""
+    header, first = GPUS_CSV.read_text().splitlines()[:2]
+    cells = next(csv.reader([first]))
+    cells[header.split(",").index(column)] = tiny
+    row = ",".join(f'"{c}"' for c in cells)
+    path = _write(tmp_path, "g.csv", header + "\n" + row)
+    with pytest.raises(InputError, match=r"must be at least 0\.001") as exc:
+        load_gpus(path)
+    assert exc.value.row == 2 and exc.value.field == column
+
+
+def test_the_smallest_rates_price_finite_figures(tmp_path):
+    header, first = GPUS_CSV.read_text().splitlines()[:2]
+    cells = next(csv.reader([first]))
+    names = header.split(",")
+    for column in ("hbm_bandwidth_gbps", "bf16_tflops", "interconnect_gbps"):
+        cells[names.index(column)] = "0.001"
+    cells[names.index("fp8_tflops")] = "0"  # 0 in an optional rate: not given
+    path = _write(tmp_path, "g.csv", header + "\n" + ",".join(f'"{c}"' for c in cells))
+    gpus = load_gpus(path)
+    assert gpus["h100-sxm"].tflops_for("fp8") == 0.001
+    out = predict(
+        pd.DataFrame(
+            [
+                dict(
+                    target="llama-3.1-8b",
+                    gpu="h100-sxm",
+                    num_gpus=2,
+                    method="ngram",
+                    k=3,
+                    acceptance_rate=0.7,
+                    weight_dtype="fp8",
+                )
+            ]
+        ),
+        gpus=gpus,
+    )
+    for col in ("baseline_tpot_ms", "spec_tpot_ms", "speedup"):
+        assert out[col].map(float).between(0, 1e300).all(), out[col]
 
 
 def test_bad_model_row(tmp_path):
