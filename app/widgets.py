@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -245,11 +245,20 @@ _PLAIN_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?
 _PLAIN_INTEGER = re.compile(r"\+?[0-9]{1,15}")
 
 
-def link_problems(params: Mapping[str, str]) -> dict[str, str]:
+def link_problems(
+    params: Mapping[str, str], choices: Mapping[str, Sequence[str]] | None = None
+) -> dict[str, str]:
     """Query parameters a page cannot take as they are, each with why: numbers out of
     their input's range or not plain ASCII decimals (`inf`, `nan`, `1e400`, `²`), whole
-    numbers given with a fraction, and a `k` that is not one of the ROI page's choices."""
+    numbers given with a fraction, a `k` that is not one of the ROI page's choices, and
+    a dropdown's value that is not one of its options (`choices`: parameter -> options;
+    Streamlit would drop such a value without a word)."""
     problems = {}
+    for key, options in (choices or {}).items():
+        value = params.get(key)
+        if value is not None and str(value) not in options:
+            listed = ", ".join(options[:12]) + (", ..." if len(options) > 12 else "")
+            problems[key] = f"is not one of the choices ({listed})"
     for key, (low, high, whole) in LINK_NUMBERS.items():
         value = params.get(key)
         if value is None:
@@ -266,9 +275,9 @@ def link_problems(params: Mapping[str, str]) -> dict[str, str]:
     return problems
 
 
-def _drop_link_problems(sb) -> None:
+def _drop_link_problems(sb, choices: Mapping[str, Sequence[str]]) -> None:
     """Remove the link's unusable parameters before any input reads them, and say so."""
-    problems = link_problems(st.query_params)
+    problems = link_problems(st.query_params, choices)
     for key, why in problems.items():
         shown = str(st.query_params.get(key, ""))[:40]
         del st.query_params[key]
@@ -295,7 +304,19 @@ def scenario_inputs() -> Scenario:
     model_ids = list(models)
     gpu_ids = list(gpus)
     sb = st.sidebar
-    _drop_link_problems(sb)
+    _drop_link_problems(
+        sb,
+        {
+            "target": model_ids,
+            "method": list(METHODS),
+            "draft": model_ids,
+            "gpu": gpu_ids,
+            "num_gpus": [str(g) for g in GPU_COUNTS],
+            "weight_dtype": list(WEIGHT_DTYPES),
+            "kv_dtype": list(KV_DTYPES),
+            "workload": [*WORKLOADS, MEASURED],
+        },
+    )
     _read_link_positions(sb)
     sb.subheader("Scenario")
     target = sb.selectbox(

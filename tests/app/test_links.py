@@ -337,3 +337,14 @@ def test_positions_param_is_compact_and_reads_back():
     assert widgets.positions_from_param(long) == ";".join(["0.5"] * 16)
     for bad in ("0.5_0.7", "1.2", "-0.1", "abc", "", "inf"):
         assert widgets.positions_from_param(bad) is None, bad
+
+
+def test_a_dropdown_value_the_sidebar_does_not_offer_is_ignored_and_said(app):
+    at = app(query={"target": "gpt-5", "gpu": "H100-SXM", "method": "eagle", "num_gpus": "3"})
+    said = " ".join(w.value for w in at.sidebar.warning)
+    for key in ("target", "gpu", "num_gpus"):
+        assert f"Ignored the link's `{key}`" in said
+    assert "`method`" not in said
+    assert at.selectbox(key="method").value == "eagle"
+    assert at.selectbox(key="target").value == widgets.DEFAULT_TARGET
+    assert not at.exception

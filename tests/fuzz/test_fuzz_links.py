@@ -1,6 +1,7 @@
 """Fuzz the dashboard's readers of a link's query parameters, as pure functions: each
-parameter is taken in range or reported (`link_problems`), never passed on to an input
-that would stop the page."""
+parameter is taken in range (a dropdown's: one of its options) or reported
+(`link_problems`), never passed on to an input that would stop the page or drop it
+without a word."""
 
 from __future__ import annotations
 
@@ -16,10 +17,16 @@ from app.widgets import (
     link_problems,
     positions_from_param,
 )
+from simulator.catalog import default_gpus, default_models
+from simulator.specs import METHODS
 from tests.fuzz.harness import FUZZ, nasty_text, run_case
 
-KEYS = [*LINK_NUMBERS, "k", "pos", "acceptance_rate", "target"]
-VALUE = nasty_text() | st.sampled_from(["best", "16", "0.9", "0.5_0.4", "1;0.9;0.8", "4096", "abc"])
+CHOICES = {"target": list(default_models()), "gpu": list(default_gpus()), "method": list(METHODS)}
+"""Dropdowns and their options, as the sidebar passes them to `link_problems`."""
+KEYS = [*LINK_NUMBERS, "k", "pos", "acceptance_rate", *CHOICES]
+SAMPLES = ("best", "16", "0.9", "0.5_0.4", "1;0.9;0.8", "4096", "abc")
+NEAR_CHOICES = ("llama-3.1-8b", "h100-sxm", "eagle", "H100-SXM", " eagle", "none")
+VALUE = nasty_text() | st.sampled_from([*SAMPLES, *NEAR_CHOICES])
 
 
 class Refused(Exception):
@@ -27,8 +34,11 @@ class Refused(Exception):
 
 
 def _read(params: dict[str, str]):
-    problems = link_problems(params)
+    problems = link_problems(params, CHOICES)
     kept = {k: v for k, v in params.items() if k not in problems}
+    for key, options in CHOICES.items():
+        if key in kept:
+            assert kept[key] in options, (key, kept[key])
     for key, (low, high, whole) in LINK_NUMBERS.items():
         if key in kept:
             # What the pages do with a kept value: int() or float() of the text.
