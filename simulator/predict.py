@@ -13,8 +13,6 @@ only where asked (`break_even`).
 from __future__ import annotations
 
 import functools
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -85,9 +83,8 @@ bytes per token, $ per 1M generated tokens. `status` is "ok" or why the setup ca
 a row that cannot run has NaN speedup, throughput, TPOT and cost for the arm that cannot."""
 
 BLOCK_ROWS = 32_768
-"""Rows per block of work. A block's float64 columns (256 KiB each) stay in cache across
-the hundred-odd numpy passes, and blocks run on every core, since numpy releases the GIL
-inside its loops (bench/sweep.py)."""
+"""Rows per piece of work at most. A piece's float64 columns (256 KiB each) stay in cache
+across the hundred-odd numpy passes."""
 
 GROUP_ROWS = 1_024
 """Rows that share method, target, draft, GPU and dtypes are priced together with those
@@ -271,9 +268,9 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
     except TypeError:  # a catalog of unhashable specs: build it each time
         catalog = _catalog.__wrapped__(model_specs, gpu_specs)
 
-    def run(piece) -> None:
-
-        method, uniform, rows = piece
+    # One thread: a piece's passes are too short for numpy's released GIL to pay for the
+    # contention of a second (on two cores, bench/sweep.py's table ran 10-15% slower).
+    for method, uniform, rows in pieces:
         res = _evaluate(
             sc, rows, method, uniform, catalog, defaults, calibration, break_even, models
         )
@@ -284,15 +281,6 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
         warning_bits[rows] = res["warnings"]
         if labels is not None:
             labels[rows] = res["latency_source"]
-
-    workers = min(os.cpu_count() or 1, len(pieces))
-    if workers == 1:
-        for piece in pieces:
-            run(piece)
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for f in [pool.submit(run, p) for p in pieces]:
-                f.result()
     if order is not None:
         inv = np.empty(n, dtype=np.intp)
         inv[order] = np.arange(n)
