@@ -6,8 +6,16 @@ scenarios costs what one costs in Python overhead. The table is validated as num
 GPU and dtypes sit together, priced in pieces of at most `BLOCK_ROWS` rows with those
 figures as scalars (so no row pays for a method's branches it does not take; rows of
 rare combinations per method, catalog figures per row), and put back in the table's
-order. The break-even acceptance (a Newton solve) is computed
-only where asked (`break_even`).
+order. The break-even acceptance (a Newton solve) is computed only where asked
+(`break_even`).
+
+Where the time goes (bench/sweep.py's million random rows, 150 combinations, on the
+2-core development machine, about 1 s in all): validation about 0.2 s, most of it
+factorising the text columns; pricing about 0.6 s, some 700 numpy passes per piece, each
+costing about 1.5 us of call overhead plus about 0.5 ns per row, the break-even solve a
+quarter of it; reordering and restoring about 0.1 s. A second thread made it slower
+(the passes are too short for numpy's released GIL to pay for the contention), so the
+pieces run on one.
 """
 
 from __future__ import annotations
