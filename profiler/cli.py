@@ -259,15 +259,91 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _prepare_torch() -> None:
-    """Before torch loads OpenMP, on a busy machine only: idle OpenMP threads sleep instead
-    of spinning (unless the environment says otherwise). A spinning thread holds a core that
-    the thread it waits for needs: on the 2-core VM at load 2-5, spinning made 2 threads 2-4x
-    slower than sleeping. On an idle machine spinning is what engines get, and sleeping
-    added 40% to microsecond-scale steps, so it stays the default there."""
-    busy = devinfo.busy_note(devinfo.load_average(), lim.cpu_count())
-    if busy and "torch" not in sys.modules:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Why this process's OpenMP threads wait as they do (`_prepare_torch`), for `omp_note`.
+_omp_reason = ""
+# CPU time of the machine and of this process when `main` started (`devinfo.cpu_sample`).
+_cpu_start: devinfo.CpuSample | None = None
+# Seconds of start-up over which other processes' CPU use is averaged, at least.
+MIN_SAMPLE_S = 0.25
+
+
+def choose_omp_policy(
+    given: str,
+    torch_loaded: bool,
+    others: float | None,
+    load: float | None,
+    cpus: int,
+    threads: int,
+) -> tuple[str | None, str]:
+    """(OMP_WAIT_POLICY to set or None, why) for a run of `threads` torch threads, given the
+    CPUs other processes kept busy while the profiler started (`others`) and the 1-minute
+    load average.
+
+    Idle OpenMP threads keep libgomp's default (spin, then sleep) on an idle machine: that is
+    what engines get, and sleeping made the tiny model's 1-10 ms steps 30-70% slower on the
+    2-core VM. They sleep (PASSIVE) when other work shares the CPUs the threads use
+    (`devinfo.other_work`), or the load average is above the CPUs: a spinning thread then
+    holds its core while its partner queues behind that work, and steps came out 1.1-2.4x
+    slower with one other busy process, 6-100x at load 2-3 (136 ms for a 1 ms step). The load
+    average alone would not do: it trails by a minute, so a run right after another run
+    would sleep. A policy in the environment is kept; so is whatever torch loaded with, if it
+    is already loaded.
+    """
+    if given.strip():
+        return None, "from the environment"
+    if torch_loaded:
+        return None, "torch was loaded before the profiler could choose"
+    seen = [f"1-minute load average {load:.2f}" if load is not None else "no load average"]
+    if others is not None:
+        seen.insert(0, f"other processes kept {others:.2f} CPUs busy as it started")
+    why = ", ".join(seen)
+    if devinfo.other_work(others, cpus, threads) or (load is not None and load > cpus):
+        return "PASSIVE", f"set by the profiler: {why}"
+    return None, f"idle threads spin, then sleep, libgomp's default: {why}"
+
+
+def _prepare_torch(threads: int) -> None:
+    """Before torch loads OpenMP, which reads its environment once: the wait policy of
+    `choose_omp_policy`, from the CPU use of other processes since `main` started (at least
+    MIN_SAMPLE_S)."""
+    global _omp_reason
+    given, loaded = os.environ.get("OMP_WAIT_POLICY", ""), "torch" in sys.modules
+    others = None
+    if not given.strip() and not loaded:
+        start = _cpu_start or devinfo.cpu_sample()
+        if start is not None:
+            time.sleep(max(0.0, MIN_SAMPLE_S - (time.monotonic() - start[0])))
+        others = devinfo.other_cpus(start, devinfo.cpu_sample())
+    policy, _omp_reason = choose_omp_policy(
+        given, loaded, others, devinfo.load_average(), lim.cpu_count(), threads
+    )
+    if policy:
+        os.environ["OMP_WAIT_POLICY"] = policy
+
+
+def omp_spins() -> bool:
+    """Whether idle OpenMP threads of this process spin (any policy but PASSIVE)."""
+    return os.environ.get("OMP_WAIT_POLICY", "").strip().upper() != "PASSIVE"
+
+
+def omp_note() -> str:
+    """The OpenMP wait policy torch's CPU threads run with and why, for a CPU profile."""
+    policy = os.environ.get("OMP_WAIT_POLICY", "").strip() or "unset"
+    return f"OMP_WAIT_POLICY={policy} ({_omp_reason or 'from the environment'})"
+
+
+def spin_note(load: float | None, cpus: int, threads: int) -> str:
+    """A warning when other work arrived while spinning OpenMP threads ran: `load` is the
+    1-minute load average at the end, this run's `threads` included."""
+    if threads < 2 or load is None or not omp_spins():
+        return ""
+    if not devinfo.other_work(load - threads, cpus, threads):
+        return ""
+    return (
+        f"other work during the run while idle OpenMP threads spin (1-minute load average "
+        f"{load:.2f} at the end, {threads} of it this run's): steps may be several times too "
+        "slow; rerun on a quiet machine or with OMP_WAIT_POLICY=PASSIVE"
+    )
 
 
 def default_threads() -> int:
@@ -278,10 +354,10 @@ def default_threads() -> int:
 def resolve_device(choice: str, threads: int | None = None) -> tuple[torch.device, DeviceInfo]:
     """The torch device and its description, with torch's CPU threads pinned to `threads`
     (default: the physical cores); UsageError names --device when cuda is missing."""
-    _prepare_torch()
+    threads = threads or default_threads()
+    _prepare_torch(threads)
     import torch
 
-    threads = threads or default_threads()
     torch.set_num_threads(threads)
     reason = devinfo.cuda_reason()
     if choice == "cuda" and reason:
@@ -587,16 +663,17 @@ def _measure_and_write(args: argparse.Namespace, argv: list[str], specs: list) -
         return code or EXIT_FAILED
     threads = info.cpu_threads or 1
     cpus = lim.cpu_count()
+    load_end = devinfo.load_average()
     busy = devinfo.busy_note(load_start, cpus, when="at the start")
     if not busy:
-        busy = devinfo.busy_note(
-            devinfo.load_average(), cpus, own_threads=threads, when="at the end"
-        )
+        busy = devinfo.busy_note(load_end, cpus, own_threads=threads, when="at the end")
         if busy:
             print(f"profiler: {busy}", file=sys.stderr)
-    if busy:
-        for r in runs:
-            r.entry["notes"] = "; ".join(n for n in (r.entry["notes"], busy) if n)
+    host = [omp_note(), spin_note(load_end, cpus, threads)] if info.kind == "cpu" else []
+    if host and host[1]:
+        print(f"profiler: {host[1]}", file=sys.stderr)
+    for r in runs:
+        r.entry["notes"] = "; ".join(n for n in (r.entry["notes"], busy, *host) if n)
     profile = _profile(runs, info, opts, argv, loop_rows)
     path, kept = destination(out, profile_points(profile), complete=stop is None)
     csv_path = write_profile(profile, path)
@@ -647,7 +724,7 @@ def _report_kv(profile: Profile) -> None:
 
 def cmd_info(args: argparse.Namespace) -> int:
     _, info = resolve_device(args.device)
-    print("\n".join(devinfo.info_lines(info)))
+    print("\n".join([*devinfo.info_lines(info), f"openmp: {omp_note()}"]))
     return 0
 
 
@@ -678,6 +755,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _cpu_start
+    _cpu_start = devinfo.cpu_sample()
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = make_parser(_command_of(argv))
     args = parser.parse_args(argv)

@@ -16,6 +16,7 @@ import math
 import os
 import platform
 import re
+import time
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -102,6 +103,65 @@ def load_average() -> float | None:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
         return None
+
+
+def other_work(busy: float | None, cpus: int, threads: int) -> bool:
+    """Whether `busy` CPUs of other work (a load average or `other_cpus`, without this run's
+    threads) are more than the CPUs a run of `threads` threads leaves free, by over half a
+    CPU: the run's threads then share cores with it (at 2 threads on 2 CPUs, above 0.5)."""
+    return busy is not None and busy > cpus - threads + 0.5
+
+
+CpuSample = tuple[float, float, float]
+"""(monotonic seconds, CPU seconds spent on the CPUs this process may use, CPU seconds of
+this process): `cpu_sample`."""
+
+
+def cpu_sample(stat: str | None = None, allowed: set[int] | None = None) -> CpuSample | None:
+    """A reading of /proc/stat and of this process's CPU time, or None without /proc/stat.
+
+    Busy time is user, nice, system, irq, softirq and steal (a hypervisor running other
+    machines on the core) of the CPUs in the affinity mask.
+    """
+    if stat is None:
+        try:
+            stat = Path("/proc/stat").read_text(encoding="ascii", errors="replace")
+        except OSError:
+            return None
+    if allowed is None:
+        try:
+            allowed = set(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            allowed = None
+    ticks = 0
+    found = False
+    for line in stat.splitlines():
+        name, *values = line.split() or [""]
+        if not (name.startswith("cpu") and name[3:].isdigit()):
+            continue
+        if allowed is not None and int(name[3:]) not in allowed:
+            continue
+        with suppress(ValueError, IndexError):
+            v = [int(x) for x in values[:8]]
+            ticks += v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+            found = True
+    if not found:
+        return None
+    try:
+        hz = os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError, AttributeError):
+        hz = 100
+    own = os.times()
+    return time.monotonic(), ticks / hz, own.user + own.system
+
+
+def other_cpus(start: CpuSample | None, end: CpuSample | None) -> float | None:
+    """CPUs busy with other processes between two samples, on average: what the CPUs did,
+    less what this process did. None without samples or over less than 0.1 s (10 ms ticks)."""
+    if start is None or end is None or end[0] - start[0] < 0.1:
+        return None
+    others = (end[1] - start[1]) - (end[2] - start[2])
+    return max(0.0, others) / (end[0] - start[0])
 
 
 def busy_note(load: float | None, cpus: int, own_threads: int = 0, when: str = "") -> str:

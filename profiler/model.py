@@ -168,6 +168,30 @@ class KVCache:
         self.v = torch.empty(shape, device=device, dtype=dtype).uniform_(-1.0, 1.0)
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=self.k.device)
 
+    @classmethod
+    def prefix_of(cls, base: KVCache, cfg: ArchConfig, max_len: int) -> KVCache:
+        """A cache of `cfg.num_layers` layers and `max_len` slots over the first elements of
+        `base`'s key and value storage, nothing allocated or filled.
+
+        Its `k` and `v` are contiguous, laid out exactly as a fresh cache of that size, and
+        hold `base`'s random contents; attention reads its `max_len` slots, no more. The
+        profiler fills one cache per (batch, context) and runs every query length and depth
+        on such prefixes. Writes through either cache show in the other.
+        """
+        shape = (cfg.num_layers, base.batch_size, cfg.num_kv_heads, max_len, cfg.head_dim)
+        numel = math.prod(shape)
+        fits = (cfg.num_kv_heads, cfg.head_dim) == (base.cfg.num_kv_heads, base.cfg.head_dim)
+        if max_len <= 0 or not fits or numel > base.k.numel():
+            raise ValueError(f"cannot view a {shape} cache in a {tuple(base.k.shape)} one")
+        cache = cls.__new__(cls)
+        cache.cfg = cfg
+        cache.batch_size = base.batch_size
+        cache.max_len = max_len
+        cache.k = base.k.view(-1)[:numel].view(shape)
+        cache.v = base.v.view(-1)[:numel].view(shape)
+        cache.lengths = torch.zeros(base.batch_size, dtype=torch.long, device=base.device)
+        return cache
+
     @property
     def device(self) -> torch.device:
         return self.k.device
@@ -342,7 +366,14 @@ class DecoderLM(nn.Module):
         self.cfg = cfg
         dtype = dtype or torch.get_default_dtype()
         meta = {"device": "meta", "dtype": dtype}
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size, **meta)
+        # Given its weight, Embedding skips its own normal_ init: on meta that runs a Python
+        # kernel which imports torch._dynamo (1.4-2 s of every run's start-up on a 2-core VM);
+        # reset_parameters draws every weight anyway.
+        self.embed = nn.Embedding(
+            cfg.vocab_size,
+            cfg.hidden_size,
+            _weight=torch.empty((cfg.vocab_size, cfg.hidden_size), **meta),
+        )
         self.layers = nn.ModuleList(Block(cfg, i, **meta) for i in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, **meta)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, **meta)
@@ -350,9 +381,14 @@ class DecoderLM(nn.Module):
             self.lm_head.weight = self.embed.weight
         target = torch.device(device) if device is not None else torch.device("cpu")
         if target.type != "meta":
-            self.to_empty(device=target)
+            # Not `to_empty`: its empty_like of a meta tensor runs a Python reference that
+            # imports sympy (0.5 s of start-up); torch.empty of the shape allocates the same.
+            for module in self.modules():
+                for name, p in list(module.named_parameters(recurse=False)):
+                    fresh = torch.empty(p.shape, device=target, dtype=p.dtype)
+                    setattr(module, name, nn.Parameter(fresh, requires_grad=p.requires_grad))
             if cfg.tie_word_embeddings:
-                # to_empty gives every parameter its own storage, which unties them.
+                # Every parameter got its own storage, which unties them.
                 self.lm_head.weight = self.embed.weight
             self.reset_parameters(seed)
         inv_freq = 1.0 / (

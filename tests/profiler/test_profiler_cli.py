@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -57,6 +58,21 @@ def test_tiny_profile_from_the_shell_in_under_30_s(tmp_path):
     assert (df["repeats"] >= 5).all()
     assert again.measurements.equals(profile.measurements)
     assert json.loads(out.read_text())["command"].startswith("python -m profiler run")
+
+
+def test_the_readme_quick_start_is_a_small_grid_of_decode_and_verify_points():
+    """README's CPU quick start: every kind of point, few enough for seconds on 2 cores
+    (timed by hand; the tests run on shared machines)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index(".venv/bin/python -m profiler run --target tiny ")
+    command = text[start : text.index("```", start)].replace("\\\n", " ")
+    argv = shlex.split(command)[3:]
+    args = cli.make_parser("run").parse_args(argv)
+    batches, ks, contexts = cli.grid_values(args)
+    assert args.device == "auto" and args.dtype == "bf16" and args.threads is None  # defaults
+    assert len(batches) * (len(ks) + 1) * len(contexts) <= 32
+    assert min(batches) == 1 and max(batches) == 64 and len(contexts) >= 2
+    assert max(contexts) <= 1024
 
 
 def _fail(argv: list[str], capsys) -> str:

@@ -1,11 +1,12 @@
 """`python -m profiler run`: limits on every flag (checked before torch loads), atomic writes,
-points kept on Ctrl-C and on errors, no garbage collection per point, the thread count and a
-busy-machine warning in the profile. No timing assertions: the machines are shared."""
+points kept on Ctrl-C and on errors, no garbage collection per point, the thread count, the
+OpenMP wait policy and a busy-machine warning in the profile. No timing assertions: the machines are shared."""
 
 from __future__ import annotations
 
 import gc
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -335,6 +336,129 @@ def test_weights_are_counted_without_dynamo():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "False"
+
+
+def test_building_a_model_imports_neither_dynamo_nor_sympy():
+    """Both cost 0.5-2 s of a run's start-up (`nn.Embedding`'s init on meta, `to_empty`).
+    Only the build on a device is checked: a run never builds a model on meta."""
+    code = textwrap.dedent(
+        """
+        import sys
+        import torch
+        from profiler.model import ArchConfig, DecoderLM
+        from simulator.catalog import default_models
+
+        DecoderLM(ArchConfig.from_spec(default_models()["tiny"]), dtype=torch.bfloat16)
+        print(sorted(m for m in ("torch._dynamo", "sympy") if m in sys.modules))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]"
+
+
+def _profiler(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {**env, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "profiler", *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_openmp_threads_sleep_when_other_work_shares_the_cpus():
+    """A spinning OpenMP thread holds its core while its partner queues behind other work:
+    1.1-2.4x slower steps with one other busy process on a 2-core VM, 6-100x at load 2-3."""
+
+    def choose(others, load, cpus=2, threads=2, given="", loaded=False):
+        return cli.choose_omp_policy(given, loaded, others, load, cpus, threads)
+
+    # An idle machine keeps libgomp's default: sleeping costs 30-70% of a 1-10 ms step.
+    policy, why = choose(0.05, 0.2)
+    assert policy is None and "libgomp's default" in why
+    assert "kept 0.05 CPUs busy" in why and "load average 0.20" in why
+    # Other work now, whatever the load average says (it trails by a minute).
+    policy, why = choose(0.8, 0.39)
+    assert policy == "PASSIVE" and "set by the profiler: other processes kept 0.80" in why
+    # A run right after another run: the load average remembers it, the CPUs are idle.
+    assert choose(0.0, 1.6)[0] is None
+    assert choose(None, 2.5)[0] == "PASSIVE"  # above the CPUs: busy, as the notes say
+    assert choose(None, 0.3)[0] is None
+    # Other work that fits on the CPUs the run leaves free.
+    assert choose(0.9, 1.0, threads=1)[0] is None
+    assert choose(5.0, 5.0, cpus=16, threads=8)[0] is None
+    assert choose(9.0, 9.0, cpus=16, threads=8)[0] == "PASSIVE"
+    # The environment decides; a torch already loaded has read it.
+    assert choose(1.9, 9.0, given="ACTIVE") == (None, "from the environment")
+    assert choose(1.9, 9.0, loaded=True)[0] is None
+
+
+def test_other_processes_cpu_use_from_proc_stat():
+    stat = "cpu  300 0 100 900 0 0 0 0 0 0\ncpu0 100 0 50 450 0 0 0 0 0 0\n"
+    stat += "cpu1 200 0 50 450 0 0 0 0 0 0\nintr 5\n"
+    _, busy, _ = device.cpu_sample(stat, allowed={0, 1})
+    hz = os.sysconf("SC_CLK_TCK")
+    assert busy == 400 / hz
+    assert device.cpu_sample(stat, allowed={1})[1] == 250 / hz
+    assert device.cpu_sample("intr 5\n") is None
+    # Over 2 s the CPUs did 3 s of work, this process 1 s of it.
+    assert device.other_cpus((10.0, 5.0, 1.0), (12.0, 8.0, 2.0)) == 1.0
+    assert device.other_cpus((10.0, 5.0, 1.0), (10.05, 8.0, 2.0)) is None
+    assert device.other_cpus(None, (12.0, 8.0, 2.0)) is None
+    assert device.other_cpus((10.0, 5.0, 1.0), (12.0, 5.0, 2.0)) == 0.0
+    assert device.cpu_sample() is None or device.cpu_sample()[0] > 0
+
+
+def test_the_openmp_policy_and_why_are_in_the_profile(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = tmp_path / "tiny.json"
+    argv = ["run", "--target", "tiny", "--device", "cpu", *GRID, "--out", str(out), *QUICK]
+    done = _profiler(*argv, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for source in (out, out.with_suffix(".csv")):
+        (model,) = load_profile(source).models
+        # Which one depends on the load of the machine running the tests.
+        assert re.search(
+            r"OMP_WAIT_POLICY=(PASSIVE \(set by the profiler|unset \(idle threads spin, then "
+            r"sleep, libgomp's default): other processes kept [0-9.]+ CPUs busy",
+            model.notes,
+        ), model.notes
+    done = _profiler("info", "--device", "cpu", env={**env, "OMP_WAIT_POLICY": "ACTIVE"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "openmp: OMP_WAIT_POLICY=ACTIVE (from the environment)" in done.stdout
+
+
+def test_other_work_arriving_while_threads_spin_is_recorded(tmp_path, monkeypatch, capsys):
+    if lim.max_threads() < 2:
+        pytest.skip("one CPU: a single OpenMP thread has no partner to wait for")
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    load = [0.0]
+    monkeypatch.setattr(device, "load_average", lambda: load[0])
+
+    def measure(*args, **kwargs):
+        load[0] = 4.6  # two other busy processes start once the run is under way
+        return REAL_MEASURE(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "measure", measure)
+    out = tmp_path / "tiny.json"
+    argv = ["run", "--target", "tiny", "--device", "cpu", "--dtype", "fp32", *GRID]
+    argv += ["--out", str(out), *QUICK[:-3], "--threads", "2", "--quiet"]
+    assert cli.main(argv) == 0
+    words = "other work during the run while idle OpenMP threads spin"
+    assert words in capsys.readouterr().err
+    (model,) = load_profile(out).models
+    assert words in model.notes and "load average 4.60 at the end, 2 of it" in model.notes
+    # No warning with one thread (nothing to wait for) or with sleeping threads.
+    assert cli.spin_note(4.6, 2, 1) == ""
+    assert cli.spin_note(2.4, 2, 2) == ""  # this run's own threads and a little more
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    assert cli.spin_note(4.6, 2, 2) == ""
 
 
 def test_default_threads_are_the_physical_cores_and_recorded(tmp_path, monkeypatch):

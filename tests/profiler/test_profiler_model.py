@@ -145,6 +145,37 @@ def test_cache_fill_and_overflow():
         model(torch.zeros(2, 4, dtype=torch.long), cache)
 
 
+def test_a_prefix_cache_is_laid_out_and_read_as_a_fresh_one(models):
+    """The profiler runs every query length and depth of a (batch, context) on the first
+    elements of one big cache: contiguous, exactly context + q slots, and a step on it gives
+    the logits a fresh cache with the same contents gives."""
+    model = models[SMALL]
+    one = ArchConfig(**{**SMALL.to_dict(), "num_layers": 1})
+    base = KVCache(SMALL, 3, 16 + 9, dtype=torch.float32)
+    for cfg, q in ((SMALL, 9), (SMALL, 2), (one, 1), (one, 5)):
+        view = KVCache.prefix_of(base, cfg, 16 + q)
+        shape = (cfg.num_layers, 3, cfg.num_kv_heads, 16 + q, cfg.head_dim)
+        assert view.k.shape == view.v.shape == shape
+        assert view.k.is_contiguous() and view.v.is_contiguous()
+        assert view.k.data_ptr() == base.k.data_ptr() and view.v.data_ptr() == base.v.data_ptr()
+        assert view.nbytes() == KVCache(cfg, 3, 16 + q, device="meta").nbytes()
+        fresh = KVCache(cfg, 3, 16 + q, dtype=torch.float32)
+        fresh.k.copy_(view.k)
+        fresh.v.copy_(view.v)
+        ids = torch.randint(0, 256, (3, q))
+        with torch.inference_mode():
+            view.fill_(16)
+            fresh.fill_(16)
+            got = model(ids, view, num_layers=cfg.num_layers)
+            want = model(ids, fresh, num_layers=cfg.num_layers)
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
+        assert view.lengths.tolist() == [16 + q] * 3
+    with pytest.raises(ValueError, match="cannot view"):
+        KVCache.prefix_of(base, SMALL, 26)
+    with pytest.raises(ValueError, match="cannot view"):
+        KVCache.prefix_of(base, ArchConfig(**{**SMALL.to_dict(), "num_kv_heads": 4}), 8)
+
+
 def test_shallow_run_uses_the_first_layers(models):
     model = models[SMALL]
     ids = torch.randint(0, 256, (1, 4))

@@ -112,7 +112,7 @@ def test_extrapolation_of_a_line_is_exact(monkeypatch):
     """With step time fixed + per_layer * depth, the extrapolated rows equal the full model."""
     spec = _spec("line8", 8, 64)
 
-    def fake_point(model, batch, q, context, depth, opts, *, graphs):
+    def fake_point(model, batch, q, context, depth, opts, *, graphs, pool=None):
         t = 2.0 + 3.0 * depth + 0.1 * batch
         return PointResult("ok", LatencyStats(t, 0.9 * t, 1.1 * t, 5), 1000 + 100 * depth)
 
@@ -158,9 +158,86 @@ def test_out_of_memory_is_recorded_and_larger_batches_skipped(monkeypatch):
         (32, 8, "oom"),
         (32, 16, "oom"),
     ]
-    assert attempted == [1, 1, 2, 4, 1, 2, 4]  # the untimed warm-up point first
+    # One cache per (batch, context), the untimed warm-up point's first; it serves batch 1.
+    assert attempted == [1, 2, 4, 1, 2, 4]
     oom = [r for r in run.rows if r["status"] == "oom"]
     assert all(np.isnan(r["median_ms"]) and r["repeats"] == 0 for r in oom)
+
+
+def _counting_caches(monkeypatch, too_big: int | None = None) -> list[tuple[int, int, int]]:
+    """(layers, batch, max_len) of every cache the runner allocates and fills, the 1 x 8
+    probe that measures KV bytes per token left out; a cache of more than `too_big` slots
+    runs out of memory."""
+    made = []
+
+    class Counted(runner.KVCache):
+        def __init__(self, cfg, batch_size, max_len, **kw):
+            if too_big is not None and max_len > too_big:
+                raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to")
+            if max_len != 8:
+                made.append((cfg.num_layers, batch_size, max_len))
+            super().__init__(cfg, batch_size, max_len, **kw)
+
+    monkeypatch.setattr(runner, "KVCache", Counted)
+    return made
+
+
+def test_one_cache_per_batch_and_context_serves_every_query_length_and_depth(monkeypatch):
+    made = _counting_caches(monkeypatch)
+    spec = _spec("deep4", 4, 64)
+    grid = Grid((1, 4), (1, 3, 5), (16, 32))
+    run = profile_model(spec, grid, FAST, depths=(1, 2), extra_depths=(4,))
+    # The deepest depth and the longest query, once per (batch, context): not once per
+    # point and depth (3 x 3 x 4 = 36 random fills).
+    assert made == [(4, 1, 21), (4, 4, 21), (4, 1, 37), (4, 4, 37)]
+    assert all(r["status"] == "ok" for r in run.rows) and len(run.rows) == len(grid)
+    # Memory is what the point's own cache of context + q slots holds, as before.
+    cfg = runner.ArchConfig.from_spec(spec)
+    for (batch, q, context), by in run.by_depth.items():
+        for depth, result in by.items():
+            kv = 2 * depth * batch * (context + q) * cfg.num_kv_heads * cfg.head_dim * 4
+            logits = batch * q * cfg.vocab_size * 4
+            model_bytes = cfg.num_parameters() * 4
+            assert result.peak_bytes == model_bytes + kv + logits
+
+
+def test_caches_over_the_budget_are_filled_per_point(monkeypatch):
+    made = _counting_caches(monkeypatch)
+    monkeypatch.setattr(runner, "CACHE_POOL_FRACTION", 0.0)
+    grid = Grid((1, 2), (1, 3), (16,))
+    profile_model(default_models()["tiny"], grid, FAST)
+    # The warm-up point, then every point its own cache of exactly context + q slots.
+    assert made == [(2, 1, 17), (2, 1, 17), (2, 2, 17), (2, 1, 19), (2, 2, 19)]
+
+
+def test_a_point_whose_shared_cache_does_not_fit_gets_its_own(monkeypatch):
+    # 16 + 5 slots do not fit, 16 + 1 and 16 + 3 do: those points are measured, only q = 5
+    # is out of memory.
+    made = _counting_caches(monkeypatch, too_big=20)
+    run = profile_model(default_models()["tiny"], Grid((1, 2), (1, 3, 5), (16,)), FAST)
+    assert [(r["query_len"], r["batch"], r["status"]) for r in run.rows] == [
+        (1, 1, "ok"),
+        (1, 2, "ok"),
+        (3, 1, "ok"),
+        (3, 2, "ok"),
+        (5, 1, "oom"),
+        (5, 2, "oom"),
+    ]
+    assert all(max_len in (17, 19) for _, _, max_len in made)
+
+
+def test_the_cache_pool_is_freed_when_the_context_changes():
+    spec = default_models()["tiny"]
+    cfg = runner.ArchConfig.from_spec(spec)
+    pool = runner.CachePool(cfg, 5, FAST, budget_bytes=1 << 30)
+    first = pool.cache(cfg, 2, 1, 16)
+    assert pool.cache(cfg, 2, 5, 16).k.data_ptr() == first.k.data_ptr()
+    assert set(pool.held) == {2} and pool.fills == 1
+    pool.cache(cfg, 2, 3, 32)
+    assert pool.context == 32 and pool.fills == 2
+    assert pool.held[2].max_len == 37  # the context-16 cache was dropped first
+    pool.clear()
+    assert not pool.held and pool.held_bytes() == 0
 
 
 def test_weights_that_do_not_fit_make_every_point_oom(monkeypatch):
