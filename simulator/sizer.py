@@ -100,7 +100,13 @@ def size(
         idx, ["batch_size", "k", "speedup", "spec_tpot_ms", "spec_tok_s", "fits", "meets_slo"]
     ].rename(columns={"k": "best_k"})
     best = best.sort_values("batch_size").reset_index(drop=True)
-    spec_rows = grid[grid["k"] > 0]
+    # Filters on the few columns they need: a boolean filter of the whole grid copies its
+    # sixty-odd columns, and the dashboard runs this on every rerun.
+    k_col = grid["k"].to_numpy()
+    batch_col = grid["batch_size"].to_numpy()
+    usable = grid["usable"].to_numpy(dtype=bool)
+    tok_s = grid["spec_tok_s"].to_numpy(dtype=float)
+    spec_rows = grid.loc[k_col > 0, ["batch_size", "speedup"]]
     break_even = None
     if len(spec_rows):
         top = spec_rows.groupby("batch_size")["speedup"].max().sort_index()
@@ -108,15 +114,15 @@ def size(
         break_even = int(losing.index[0]) if len(losing) else None
 
     max_batch: dict[int, int | None] = {}
-    for k, rows in grid.groupby("k"):
-        ok = rows[rows["usable"]]
-        max_batch[int(k)] = int(ok["batch_size"].max()) if len(ok) else None
+    for k in np.unique(k_col):
+        ok = usable & (k_col == k)
+        max_batch[int(k)] = int(batch_col[ok].max()) if ok.any() else None
 
-    def cheapest(rows: pd.DataFrame) -> dict | None:
-        ok = rows[rows["usable"]]
+    def cheapest(rows: np.ndarray) -> dict | None:
+        ok = np.flatnonzero(rows & usable)
         if not len(ok):
             return None
-        row = ok.loc[ok["spec_tok_s"].idxmax()]
+        row = grid.iloc[ok[np.argmax(tok_s[ok])]]
         replicas = float(economics.get_replicas_needed(demand_tok_s, row["spec_tok_s"]))
         gpus = int(row["num_gpus"])
         monthly = float(economics.get_monthly_cost(row["gpu_hourly_usd"], gpus, replicas))
@@ -136,8 +142,8 @@ def size(
         best=best,
         break_even_batch=break_even,
         max_batch_under_slo=max_batch,
-        choice=cheapest(grid),
-        baseline_choice=cheapest(grid[grid["k"] == 0]),
+        choice=cheapest(np.ones(len(grid), dtype=bool)),
+        baseline_choice=cheapest(k_col == 0),
     )
 
 
