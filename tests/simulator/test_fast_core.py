@@ -76,16 +76,53 @@ def test_a_table_gives_what_its_rows_give_one_at_a_time():
 
 
 def test_rows_grouped_by_catalog_entry_give_the_same_answers(monkeypatch):
-    # Sorted rows come in long runs of one (target, method, GPU): priced with the catalog
-    # figures as scalars. The same rows shuffled are priced with figures per row.
+    # With a low GROUP_ROWS every combination of (method, target, draft, GPU, dtypes) is
+    # priced with its catalog figures as scalars; with a huge one, per method with figures
+    # per row. Either way the rows are reordered and their outputs put back in place.
     import sys
 
+    module = sys.modules["simulator.predict"]
     table = _diverse(3000, seed=4)
+    monkeypatch.setattr(module, "GROUP_ROWS", 4)
+    grouped = predict(table)
+    monkeypatch.setattr(module, "GROUP_ROWS", 10**9)
+    per_row = predict(table)
+    _assert_same(grouped, per_row)
+    monkeypatch.setattr(module, "GROUP_ROWS", 4)
     ordered = table.sort_values(["target", "method", "gpu", "draft", "weight_dtype", "kv_dtype"])
-    monkeypatch.setattr(sys.modules["simulator.predict"], "GROUP_ROWS", 4)
-    grouped = predict(ordered.reset_index(drop=True))
-    shuffled = predict(table).loc[ordered.index].reset_index(drop=True)
-    _assert_same(grouped, shuffled)
+    in_order = predict(ordered.reset_index(drop=True))
+    _assert_same(in_order, grouped.loc[ordered.index].reset_index(drop=True))
+
+
+def test_a_calibrated_table_in_any_order_gives_the_same_rows():
+    from simulator.calibration import Calibration
+    from simulator.profile import load_profile
+
+    cal = Calibration.from_profiles([load_profile("data/profiles/cpu/specplan-byte-pair.json")])
+    rng = np.random.default_rng(6)
+    n = 400
+    method = np.array(["none", "draft_model", "eagle", "ngram"])[rng.integers(0, 4, n)]
+    table = pd.DataFrame(
+        {
+            "target": np.where(rng.random(n) < 0.5, "specplan-byte-target", "llama-3.1-8b"),
+            "gpu": np.where(rng.random(n) < 0.7, "cpu", "h100-sxm"),
+            "method": method,
+            "draft": np.where(method == "draft_model", "specplan-byte-draft", ""),
+            "k": np.where(method == "none", 0, rng.integers(1, 6, n)),
+            "acceptance_rate": rng.uniform(0.3, 0.9, n),
+            "batch_size": rng.choice([1, 2, 4, 8], n),
+            "prompt_len": rng.integers(16, 200, n),
+            "output_len": rng.integers(16, 200, n),
+        }
+    )
+    table.loc[table["target"] == "llama-3.1-8b", "draft"] = np.where(
+        table.loc[table["target"] == "llama-3.1-8b", "method"] == "draft_model", "llama-3.2-1b", ""
+    )
+    out = predict(table, calibration=cal)
+    assert set(out["latency_source"]) - {"roofline"}  # some rows are calibrated
+    shuffled = rng.permutation(n)
+    again = predict(table.iloc[shuffled].reset_index(drop=True), calibration=cal)
+    _assert_same(again, out.iloc[shuffled].reset_index(drop=True))
 
 
 def test_break_even_is_computed_only_where_asked():
