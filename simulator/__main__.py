@@ -345,8 +345,9 @@ def cmd_serve(args) -> int:
             field="--rate",
         )
     calibration, _ = _calibration(args)
-    # Every row checked before the first simulation: a bad cell in the last row must not
-    # cost the simulations of the rows above it.
+    # The load comes from the flags, so a row's own load columns are set aside. Every row
+    # is checked before the first simulation: a bad cell in the last row must not cost the
+    # simulations of the rows above it.
     load_columns = ("batch_size", "request_rate", "serving")
     validate_scenarios(
         table[[c for c in table.columns if str(c).strip() not in load_columns]],
@@ -364,7 +365,7 @@ def cmd_serve(args) -> int:
     rows = []
     for i, raw in table.iterrows():
         scenario = {c: v for c, v in raw.items() if pd.notna(v) and str(v).strip() != ""}
-        for col in ("batch_size", "request_rate", "serving"):
+        for col in load_columns:
             scenario.pop(col, None)
         prompt_mean = float(scenario.get("prompt_len", 1024))
         output_mean = float(scenario.get("output_len", 256))

@@ -18,6 +18,8 @@ import numpy as np
 _ALPHA_ONE = 1.0 - 1e-12
 STEP_TOL = 1e-14
 """Newton steps in `alpha_from_tau` end once none moves alpha by more than this."""
+WHOLE_POWER_MAX = 16
+"""Above this K, `WholePower` calls `pow`: the products would cost more."""
 
 
 class WholePower:
@@ -45,10 +47,6 @@ class WholePower:
         for j in range(1, self.top + 1):
             np.multiply(powers[j - 1], x, out=powers[j])
         return powers.ravel().take(self.pick)
-
-
-WHOLE_POWER_MAX = 16
-"""Above this K, `WholePower` calls `pow`: the products would cost more."""
 
 
 def tau_iid(alpha, k):
@@ -79,28 +77,24 @@ def alpha_from_tau(tau, k, *, iterations: int = 14):
     k1 = k + 1.0
     pow_k = WholePower(k)
     for _ in range(iterations):
+        power = pow_k(a)
         if not (a > 1.0 - 1e-4).any():
             # Far from alpha = 1 (nearly always): the closed forms below, without the
             # guards, in fewer passes over the rows.
-            power = pow_k(a)
             one_minus = 1.0 - a
-            power_a = power * a
-            f = (1.0 - power_a) / one_minus - tau
+            f = (1.0 - power * a) / one_minus - tau
             df = (1.0 - k1 * power + k * power * a) / (one_minus * one_minus)
-            moved, a = a, np.clip(a - f / df, 0.0, 1.0)
-            if a.size and np.abs(a - moved).max() <= STEP_TOL:
-                break
-            continue
-        # The value's closed form holds to within 1e-12 of alpha = 1; the slope's cancels
-        # badly much earlier, and only the step size depends on it, not the fixed point.
-        at_one = a > 1.0 - 1e-12
-        flat = a > 1.0 - 1e-4
-        power = pow_k(a)
-        one_minus = np.where(at_one, 1.0, 1.0 - a)
-        f = np.where(at_one, k + 1.0, (1.0 - power * a) / one_minus) - tau
-        taylor = k * (k + 1.0) / 2.0 - (k + 1.0) * k * (k - 1.0) / 3.0 * (1.0 - a)
-        exact = (1.0 - (k + 1.0) * power + k * power * a) / np.where(flat, 1.0, one_minus) ** 2
-        df = np.where(flat, taylor, exact)
+        else:
+            # The value's closed form holds to within 1e-12 of alpha = 1; the slope's
+            # cancels badly much earlier, and only the step size depends on it, not the
+            # fixed point.
+            at_one = a > 1.0 - 1e-12
+            flat = a > 1.0 - 1e-4
+            one_minus = np.where(at_one, 1.0, 1.0 - a)
+            f = np.where(at_one, k1, (1.0 - power * a) / one_minus) - tau
+            taylor = k * k1 / 2.0 - k1 * k * (k - 1.0) / 3.0 * (1.0 - a)
+            exact = (1.0 - k1 * power + k * power * a) / np.where(flat, 1.0, one_minus) ** 2
+            df = np.where(flat, taylor, exact)
         moved, a = a, np.clip(a - f / df, 0.0, 1.0)
         if a.size and np.abs(a - moved).max() <= STEP_TOL:
             break
