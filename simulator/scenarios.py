@@ -352,6 +352,10 @@ class ScenarioArrays:
     every numeric column (whole numbers included; NaN where optional and not given);
     `positions` is (rows, n) per-position acceptance, NaN where not given, or None when no
     row gives one; `positions_column` the input column as given (None when absent).
+    `constant` names the columns of `codes` and `values` that hold one value on every row
+    (absent from the input and filled with a fixed default), which need no reordering.
+    `ignored` holds, per row, bits for the given values its method does not use
+    (`IGNORED_MESSAGES` spells them), or is None when no row has one.
     """
 
     n: int
@@ -360,6 +364,8 @@ class ScenarioArrays:
     values: dict[str, np.ndarray]
     positions: np.ndarray | None
     positions_column: object
+    constant: frozenset[str] = frozenset()
+    ignored: np.ndarray | None = None
 
     def take(self, rows) -> ScenarioArrays:
         """The rows at the integer indices `rows`."""
@@ -370,6 +376,8 @@ class ScenarioArrays:
             values={c: v[rows] for c, v in self.values.items()},
             positions=None if self.positions is None else self.positions[rows],
             positions_column=None,
+            constant=self.constant,
+            ignored=None if self.ignored is None else self.ignored[rows],
         )
 
     def columns(self) -> dict:
@@ -408,6 +416,47 @@ def _columns(df: pd.DataFrame, source: str) -> dict[str, pd.Series]:
             )
         seen[name] = position
     return {name: df.iloc[:, i] for i, name in enumerate(names)}
+
+
+IGNORED_MESSAGES = (
+    "method none uses no k, acceptance, verify_tokens, draft or draft_context_len: "
+    "the given ones were ignored",
+    "draft is used only by method draft_model: the given one was ignored",
+    "medusa_heads (method medusa only) or mtp_depth (mtp only) given for another method: ignored",
+)
+"""Warnings for values a row gives that its method does not use, bit i = message i."""
+
+
+def _ignored(method_codes, draft_codes, values, given, positions) -> np.ndarray | None:
+    """Per row, the bits of `IGNORED_MESSAGES` for values given that the row's method does
+    not use (a k of 0 on a row of method none is what it uses, not ignored); None when
+    no row has any. `given[c]` is None for an absent column, else where a cell is filled."""
+    n = len(method_codes)
+    none = method_codes == METHODS.index("none")
+    is_draft = method_codes == METHODS.index("draft_model")
+
+    def filled(c):
+        return np.zeros(n, bool) if given[c] is None else given[c]
+
+    unused = filled("acceptance_rate") | filled("mean_accepted_tokens")
+    unused |= filled("verify_tokens") | filled("draft_context_len")
+    if positions is not None:
+        unused |= ~_blank(positions)
+    if given["k"] is not None:
+        unused |= given["k"] & (values["k"] != 0)
+    named_draft = draft_codes != 0  # any text but blank, known or not
+    masks = (
+        none & (unused | named_draft),
+        ~none & ~is_draft & named_draft,
+        (filled("medusa_heads") & (method_codes != METHODS.index("medusa")))
+        | (filled("mtp_depth") & (method_codes != METHODS.index("mtp"))),
+    )
+    if not any(m.any() for m in masks):
+        return None
+    bits = np.zeros(n, dtype=np.int64)
+    for i, m in enumerate(masks):
+        bits |= m.astype(np.int64) << i
+    return bits
 
 
 def validate_scenarios(
@@ -497,6 +546,9 @@ def validate_scenarios(
     for col in (*_INT_COLUMNS, *_FLOAT_COLUMNS):
         values[col], given[col] = _numeric(cols.get(col), n, col, check)
     spec = method.codes != METHODS.index("none")
+    ignored = _ignored(
+        method.codes, draft.codes, values, given, cols.get("acceptance_per_position")
+    )
     k = values["k"]
     k = np.where(np.isnan(k), np.where(spec, DEFAULT_K_SPECULATIVE, 0), k)
     k = np.where(spec, k, 0)
@@ -633,9 +685,12 @@ def validate_scenarios(
         [s.price_usd_per_hr if s.price_usd_per_hr is not None else np.nan for s in gpus.values()]
     )
     values["gpu_hourly_usd"] = np.where(np.isnan(price), catalog_price[gpu.codes], price)
-    # A draft named on a row that does not use one is dropped.
+    # A draft named on a row that does not use one is dropped (`ignored` warns of it).
     codes = {c: text[c].codes for c in TEXT_COLUMNS}
     codes["draft"] = np.where(is_draft & (draft.codes >= 0), draft.codes, 0).astype(np.int16)
+    derived = ("k", "verify_tokens", "gpu_hourly_usd")  # defaults that differ by row
+    constant = {c for c in TEXT_COLUMNS if c not in cols}
+    constant |= {c for c, g in given.items() if g is None and c not in derived}
     return ScenarioArrays(
         n=n,
         codes=codes,
@@ -643,6 +698,8 @@ def validate_scenarios(
         values=values,
         positions=positions,
         positions_column=None if pos_col is None else pos_col.array,
+        constant=frozenset(constant),
+        ignored=ignored,
     )
 
 

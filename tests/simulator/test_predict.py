@@ -184,3 +184,59 @@ def test_blocks_agree_with_one_pass_and_report_global_rows(monkeypatch):
     table.loc[30, "acceptance_rate"] = 2.0  # an earlier block's error wins
     with pytest.raises(InputError, match="row 31, field 'acceptance_rate'"):
         predict(table)
+
+
+def test_values_a_method_does_not_use_are_ignored_with_a_warning():
+    base = dict(target="llama-3.1-8b", gpu="h100-sxm", batch_size=4)
+    rows = pd.DataFrame(
+        [
+            {**base, "method": "none", "k": 4},
+            {**base, "method": "none", "acceptance_rate": 0.7},
+            {**base, "method": "none", "draft": "llama-3.2-1b"},
+            {**base, "method": "none", "k": 0},
+            {**base, "method": "eagle", "k": 3, "acceptance_rate": 0.7, "draft": "llama-3.2-1b"},
+            {**base, "method": "eagle", "k": 3, "acceptance_rate": 0.7, "medusa_heads": 5},
+            {**base, "method": "medusa", "k": 3, "acceptance_rate": 0.7, "medusa_heads": 5},
+            {**base, "method": "mtp", "k": 1, "acceptance_rate": 0.7, "mtp_depth": 2},
+        ]
+    )
+    out = predict(rows)
+    w = out["warnings"].astype(str).tolist()
+    for i in (0, 1, 2):
+        assert "method none uses no k" in w[i], w[i]
+    assert out["k"].iloc[0] == 0 and out["speedup"].iloc[0] == 1.0
+    assert "draft is used only by method draft_model" in w[4]
+    assert "medusa_heads (method medusa only)" in w[5]
+    # What a row's method uses is not ignored: k = 0 on none, heads on Medusa, depth on MTP.
+    for i in (3, 6, 7):
+        assert "ignored" not in w[i], w[i]
+    # The warning does not change the figures: the same rows without the unused values.
+    clean = rows.drop(columns=["draft", "medusa_heads"]).assign(
+        k=rows["k"].where(rows["method"] != "none"),
+        acceptance_rate=rows["acceptance_rate"].where(rows["method"] != "none"),
+    )
+    clean["medusa_heads"] = rows["medusa_heads"].where(rows["method"] == "medusa")
+    clean.loc[rows["method"] == "mtp", "mtp_depth"] = 2
+    again = predict(clean)
+    assert np.allclose(out["speedup"], again["speedup"], equal_nan=True)
+    assert not again["warnings"].astype(str).str.contains("ignored").any()
+
+
+def test_ignored_warning_follows_its_row_through_reordering():
+    # Rows of many combinations are priced out of order; the warning must come back to
+    # the row that earned it.
+    rng = np.random.default_rng(3)
+    n = 3000
+    methods = rng.choice(["none", "eagle", "ngram"], n)
+    rows = pd.DataFrame(
+        {
+            "target": rng.choice(["llama-3.1-8b", "qwen2.5-32b"], n),
+            "gpu": rng.choice(["h100-sxm", "h200", "a100-80gb"], n),
+            "method": methods,
+            "k": np.where(methods == "none", rng.choice([0, 3], n), 3),
+            "acceptance_rate": np.where(methods == "none", np.nan, 0.7),
+        }
+    )
+    w = predict(rows)["warnings"].astype(str)
+    expect = (methods == "none") & (rows["k"].to_numpy() == 3)
+    assert (w.str.contains("method none uses no k").to_numpy() == expect).all()
