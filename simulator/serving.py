@@ -45,6 +45,7 @@ from simulator.catalog import method_decay
 from simulator.defaults import DEFAULTS, ModelDefaults
 from simulator.errors import InputError
 from simulator.predict import predict
+from simulator.scenarios import ACCEPTANCE_COLUMNS
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 BLOCK_SIZE = 16
@@ -146,10 +147,22 @@ def step_model(
         for col in ("acceptance_rate", "mean_accepted_tokens", "acceptance_per_position"):
             row.pop(col, None)
     seqs = defaults.max_num_seqs
-    grid = pd.DataFrame(
-        [{**row, "batch_size": b, "serving": "decode_only"} for b in range(1, seqs + 1)]
-    )
-    pred = predict(grid, defaults=defaults, calibration=calibration, gpus=gpus, models=models)
+    # One table, one predict: the decode steps at every batch size, then one steady-state
+    # step (its prefill per token), then the baseline's step at batch 1.
+    base_first = {
+        **{c: v for c, v in row.items() if c not in ACCEPTANCE_COLUMNS},
+        "method": "none",
+        "draft": "",
+        "k": 0,
+    }
+    rows = [{**row, "serving": "decode_only"}] * seqs + [
+        {**row, "serving": "steady"},
+        {**base_first, "serving": "decode_only"},
+    ]
+    table = pd.DataFrame(rows)
+    table["batch_size"] = [*range(1, seqs + 1), 8, 1]
+    priced = predict(table, defaults=defaults, calibration=calibration, gpus=gpus, models=models)
+    pred = priced.iloc[:seqs]
     status = pred["status"].iloc[0]
     if status != "ok":
         raise InputError(status, field="scenario")
@@ -162,36 +175,10 @@ def step_model(
     if sustained < seqs and sustained >= 2:
         slope = step[sustained - 1] - step[sustained - 2]
         decode[sustained + 1 :] = step[sustained - 1] + slope * np.arange(1, seqs - sustained + 1)
-    steady = predict(
-        pd.DataFrame([{**row, "batch_size": 8, "serving": "steady"}]),
-        defaults=defaults,
-        calibration=calibration,
-        gpus=gpus,
-        models=models,
-    ).iloc[0]
+    steady = priced.iloc[seqs]
     tokens = steady["prefill_tokens_per_step_spec"]
     per_token = steady["prefill_ms_spec"] / tokens if tokens > 0 else 0.0
-    base_first = predict(
-        pd.DataFrame(
-            [
-                {
-                    **row,
-                    "method": "none",
-                    "draft": "",
-                    "k": 0,
-                    "batch_size": 1,
-                    "serving": "decode_only",
-                    "acceptance_rate": None,
-                    "mean_accepted_tokens": None,
-                    "acceptance_per_position": None,
-                }
-            ]
-        ).dropna(axis=1, how="all"),
-        defaults=defaults,
-        calibration=calibration,
-        gpus=gpus,
-        models=models,
-    ).iloc[0]
+    base_first = priced.iloc[seqs + 1]
     decode[0] = base_first["baseline_step_ms"]
     k = int(pred["k"].iloc[0]) if speculative else 0
     cond = np.zeros(k)
@@ -807,6 +794,33 @@ def summarise(result: RunResult, *, slo_ttft_ms: float, slo_tpot_ms: float) -> d
     return out
 
 
+def price_arms(
+    scenario: dict,
+    prompt_mean: float,
+    output_mean: float,
+    *,
+    k_schedule=None,
+    defaults: ModelDefaults = DEFAULTS,
+    calibration=None,
+    gpus=None,
+    models=None,
+) -> list[tuple[str, StepModel | Schedule]]:
+    """The step model of each arm of `run_arms`, (arm, model): the baseline, and the
+    speculative arm unless the method is none. They depend on the scenario and the mean
+    lengths, not on the load, so a caller that sweeps the load prices them once."""
+    speculative = str(scenario.get("method", "none")) != "none"
+    arms = (("baseline", False), ("spec", True)) if speculative else (("baseline", False),)
+    sized = {**scenario, "prompt_len": prompt_mean, "output_len": output_mean}
+    priced = dict(defaults=defaults, calibration=calibration, gpus=gpus, models=models)
+    out = []
+    for arm, spec in arms:
+        if spec and k_schedule:
+            out.append((arm, schedule_model(sized, k_schedule, **priced)))
+        else:
+            out.append((arm, step_model(sized, speculative=spec, **priced)))
+    return out
+
+
 def run_arms(
     scenario: dict,
     load: Load,
@@ -819,21 +833,26 @@ def run_arms(
     calibration=None,
     gpus=None,
     models=None,
+    arm_models=None,
 ) -> list[tuple[str, int | str, RunResult]]:
     """Both arms of one scenario under one load, with the same arrivals, lengths and seed
     in each: (arm, K or "schedule", run). `k_schedule`, (lo, hi, k) batch-size ranges,
-    makes the speculative arm draft K by batch size. The SLOs only enter `summarise`, so a
-    caller that varies them can keep these runs."""
+    makes the speculative arm draft K by batch size. `arm_models`, what `price_arms` gave
+    for this scenario and these mean lengths, saves pricing the steps again. The SLOs
+    only enter `summarise`, so a caller that varies them can keep these runs."""
+    if arm_models is None:
+        arm_models = price_arms(
+            scenario,
+            prompt.mean,
+            output.mean,
+            k_schedule=k_schedule,
+            defaults=defaults,
+            calibration=calibration,
+            gpus=gpus,
+            models=models,
+        )
     out = []
-    speculative = str(scenario.get("method", "none")) != "none"
-    arms = (("baseline", False), ("spec", True)) if speculative else (("baseline", False),)
-    for arm, spec in arms:
-        sized = {**scenario, "prompt_len": prompt.mean, "output_len": output.mean}
-        priced = dict(defaults=defaults, calibration=calibration, gpus=gpus, models=models)
-        if spec and k_schedule:
-            model = schedule_model(sized, k_schedule, **priced)
-        else:
-            model = step_model(sized, speculative=spec, **priced)
+    for arm, model in arm_models:
         result = run(
             model,
             load,

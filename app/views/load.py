@@ -10,18 +10,31 @@ import streamlit as st
 
 from app import figures_load, sim, widgets
 from simulator.errors import InputError
-from simulator.serving import LENGTH_KINDS, Lengths, Load, run_arms, summarise_arms
+from simulator.serving import (
+    LENGTH_KINDS,
+    Lengths,
+    Load,
+    price_arms,
+    run_arms,
+    summarise_arms,
+)
 
 LOAD_KINDS = ("request rate (open loop)", "concurrency (closed loop)")
 DEFAULT_REQUESTS = 300
 MAX_POINTS = 12
 
 
+@st.cache_data(show_spinner=False, max_entries=32)
+def _arm_models(scenario: tuple, p_mean: float, o_mean: float, cal: str):
+    """Each arm's step model: the same for every load point of a scenario."""
+    calibration = sim.current_calibration().calibration if cal else None
+    return price_arms(dict(scenario), p_mean, o_mean, calibration=calibration)
+
+
 @st.cache_data(show_spinner=False, max_entries=256)
 def _runs(scenario: tuple, load: tuple, lengths: tuple, spread: float, cal: str):
     """One load point's runs, both arms; cached on every input the simulation reads (the
     calibration by its key), not on the SLOs, which only the summary reads."""
-    calibration = sim.current_calibration().calibration if cal else None
     rate, concurrency, requests, seed = load
     (p_kind, p_mean, p_spread), (o_kind, o_mean, o_spread) = lengths
     return run_arms(
@@ -30,7 +43,7 @@ def _runs(scenario: tuple, load: tuple, lengths: tuple, spread: float, cal: str)
         Lengths(p_mean, p_kind, p_spread),
         Lengths(o_mean, o_kind, o_spread),
         acceptance_spread=spread,
-        calibration=calibration,
+        arm_models=_arm_models(scenario, p_mean, o_mean, cal),
     )
 
 

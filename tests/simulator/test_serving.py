@@ -373,3 +373,22 @@ def test_serve_refuses_a_bad_row_before_simulating_any(tmp_path):
     assert "row 2, field 'draft'" in run_.stderr
     assert "requests per arm" not in run_.stderr  # no simulation started
     assert not out.exists()
+
+
+def test_step_models_priced_once_give_the_runs_priced_each_time():
+    # The dashboard prices each arm's steps once per scenario and reuses them at every
+    # load point; the runs must be the ones run_arms prices for itself.
+    from simulator.serving import price_arms, run_arms
+
+    prompt, output = Lengths(512, "fixed"), Lengths(128, "fixed")
+    priced = price_arms(EAGLE3, prompt.mean, output.mean)
+    assert [arm for arm, _ in priced] == ["baseline", "spec"]
+    for rate in (2.0, 20.0):
+        load = Load(requests=120, rate=rate, seed=5)
+        fresh = run_arms(EAGLE3, load, prompt, output)
+        reused = run_arms(EAGLE3, load, prompt, output, arm_models=priced)
+        for (a, ka, ra), (b, kb, rb) in zip(fresh, reused, strict=True):
+            assert (a, ka) == (b, kb)
+            assert ra.requests.equals(rb.requests)
+    none = price_arms({**EAGLE3, "method": "none"}, 512, 128)
+    assert [arm for arm, _ in none] == ["baseline"]
