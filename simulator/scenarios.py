@@ -422,9 +422,15 @@ IGNORED_MESSAGES = (
     "method none uses no k, acceptance, verify_tokens, draft or draft_context_len: "
     "the given ones were ignored",
     "draft is used only by method draft_model: the given one was ignored",
-    "medusa_heads (method medusa only) or mtp_depth (mtp only) given for another method: ignored",
+    "medusa_heads (method medusa only), mtp_depth (mtp only) or draft_context_len (methods "
+    "whose draft keeps a KV cache) given for another method: ignored",
 )
 """Warnings for values a row gives that its method does not use, bit i = message i."""
+
+
+_NO_DRAFT_CACHE = [METHODS.index("medusa"), METHODS.index("ngram")]
+"""Speculative methods whose drafts keep no KV cache: a draft context window means nothing
+to them."""
 
 
 def _ignored(method_codes, draft_codes, values, given, positions) -> np.ndarray | None:
@@ -449,7 +455,8 @@ def _ignored(method_codes, draft_codes, values, given, positions) -> np.ndarray 
         none & (unused | named_draft),
         ~none & ~is_draft & named_draft,
         (filled("medusa_heads") & (method_codes != METHODS.index("medusa")))
-        | (filled("mtp_depth") & (method_codes != METHODS.index("mtp"))),
+        | (filled("mtp_depth") & (method_codes != METHODS.index("mtp")))
+        | (filled("draft_context_len") & np.isin(method_codes, _NO_DRAFT_CACHE)),
     )
     if not any(m.any() for m in masks):
         return None

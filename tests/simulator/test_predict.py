@@ -198,6 +198,8 @@ def test_values_a_method_does_not_use_are_ignored_with_a_warning():
             {**base, "method": "eagle", "k": 3, "acceptance_rate": 0.7, "medusa_heads": 5},
             {**base, "method": "medusa", "k": 3, "acceptance_rate": 0.7, "medusa_heads": 5},
             {**base, "method": "mtp", "k": 1, "acceptance_rate": 0.7, "mtp_depth": 2},
+            {**base, "method": "ngram", "k": 3, "acceptance_rate": 0.7, "draft_context_len": 512},
+            {**base, "method": "eagle", "k": 3, "acceptance_rate": 0.7, "draft_context_len": 512},
         ]
     )
     out = predict(rows)
@@ -207,15 +209,18 @@ def test_values_a_method_does_not_use_are_ignored_with_a_warning():
     assert out["k"].iloc[0] == 0 and out["speedup"].iloc[0] == 1.0
     assert "draft is used only by method draft_model" in w[4]
     assert "medusa_heads (method medusa only)" in w[5]
-    # What a row's method uses is not ignored: k = 0 on none, heads on Medusa, depth on MTP.
-    for i in (3, 6, 7):
+    assert "draft_context_len (methods whose draft keeps a KV cache)" in w[8]
+    # What a row's method uses is not ignored: k = 0 on none, heads on Medusa, depth on
+    # MTP, a draft window on EAGLE.
+    for i in (3, 6, 7, 9):
         assert "ignored" not in w[i], w[i]
     # The warning does not change the figures: the same rows without the unused values.
-    clean = rows.drop(columns=["draft", "medusa_heads"]).assign(
+    clean = rows.drop(columns=["draft", "medusa_heads", "draft_context_len"]).assign(
         k=rows["k"].where(rows["method"] != "none"),
         acceptance_rate=rows["acceptance_rate"].where(rows["method"] != "none"),
     )
     clean["medusa_heads"] = rows["medusa_heads"].where(rows["method"] == "medusa")
+    clean["draft_context_len"] = rows["draft_context_len"].where(rows["method"] == "eagle")
     clean.loc[rows["method"] == "mtp", "mtp_depth"] = 2
     again = predict(clean)
     assert np.allclose(out["speedup"], again["speedup"], equal_nan=True)
