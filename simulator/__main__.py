@@ -263,6 +263,20 @@ def cmd_sweep(args) -> int:
     from simulator.scenarios import K_LIMIT, LIMITS
 
     table_format(args.out, "--out")
+    method = str(args.method).strip().lower()
+    if method == "none":
+        for flag, value in (("--k", args.k), ("--alpha", args.alpha)):
+            if value is not None:
+                raise InputError(
+                    "method none drafts nothing, so it takes no K or acceptance: drop the "
+                    "flag or choose a speculative --method",
+                    field=flag,
+                )
+    if args.draft and method != "draft_model":
+        raise InputError(
+            f"names a draft model, which only --method draft_model uses (not '{args.method}')",
+            field="--draft",
+        )
     base = {
         "target": args.target,
         "method": args.method,
@@ -281,9 +295,10 @@ def cmd_sweep(args) -> int:
             args.batch, name="--batch", kind=int, most=most, low=1, high=batch_most
         )
     }
-    if args.method != "none":
-        axes["k"] = parse_range(args.k, name="--k", kind=int, most=most, low=1, high=K_LIMIT)
-        axes["acceptance_rate"] = parse_range(args.alpha, name="--alpha", most=most, low=0, high=1)
+    if method != "none":
+        k, alpha = args.k or SWEEP_K, args.alpha or SWEEP_ALPHA
+        axes["k"] = parse_range(k, name="--k", kind=int, most=most, low=1, high=K_LIMIT)
+        axes["acceptance_rate"] = parse_range(alpha, name="--alpha", most=most, low=0, high=1)
     size = grid_size(**axes)
     if size > SWEEP_LIMIT and not args.force:
         raise InputError(
@@ -314,6 +329,10 @@ def cmd_validate(args) -> int:
     print(f"wrote {len(errors)} scored cases to {args.out}", file=sys.stderr)
     return 0
 
+
+SWEEP_K = "1-8"
+SWEEP_ALPHA = "0.5:0.9:0.1"
+"""The K and acceptance axes of a sweep of a speculative method when not given."""
 
 SERVE_LIMIT = 200
 """Most (scenario x load) simulations one `serve` call runs."""
@@ -487,8 +506,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--kv-dtype", default="bf16")
     s.add_argument("--prompt-len", type=int, default=1024)
     s.add_argument("--output-len", type=int, default=256)
-    s.add_argument("--k", default="1-8", help="e.g. 1-8 or 2,4,6")
-    s.add_argument("--alpha", default="0.5:0.9:0.1", help="start:stop:step or list")
+    s.add_argument("--k", help=f"e.g. 1-8 or 2,4,6 (default {SWEEP_K})")
+    s.add_argument("--alpha", help=f"start:stop:step or list (default {SWEEP_ALPHA})")
     s.add_argument("--batch", default="1,2,4,8,16,32,64,128,256")
     s.add_argument("--out", required=True, help="predictions (.csv or .parquet)")
     s.add_argument(

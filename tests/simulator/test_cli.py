@@ -489,3 +489,29 @@ def test_a_folder_given_for_a_file_is_refused_naming_the_flag(tmp_path, capsys, 
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert f"field '{flag}'" in err and "is a folder" in err
+
+
+@pytest.mark.parametrize(
+    ("method", "flags", "field"),
+    [
+        ("none", ["--k", "1-4"], "--k"),
+        ("None", ["--alpha", "0.6"], "--alpha"),
+        ("eagle", ["--draft", "llama-3.2-1b"], "--draft"),
+        ("ngram", ["--draft", "llama-3.2-1b"], "--draft"),
+    ],
+)
+def test_sweep_refuses_a_flag_its_method_would_ignore(tmp_path, capsys, method, flags, field):
+    out = tmp_path / "g.csv"
+    argv = ["sweep", "--target", "llama-3.1-8b", "--gpu", "h100-sxm", "--method", method]
+    assert main([*argv, *flags, "--batch", "1,2", "--out", str(out)]) == 2
+    assert f"field '{field}'" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_sweep_without_speculation_runs_one_row_per_batch(tmp_path):
+    out = tmp_path / "g.csv"
+    argv = ["sweep", "--target", "llama-3.1-8b", "--gpu", "h100-sxm", "--method", "NONE"]
+    assert main([*argv, "--batch", "1,4,16", "--out", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert list(table["batch_size"]) == [1, 4, 16]
+    assert (table["k"] == 0).all() and (table["speedup"] == 1.0).all()
