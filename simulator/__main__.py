@@ -127,6 +127,10 @@ def _sigterm_exits() -> Iterator[None]:
 def _calibration(args):
     """The calibration of the --profile files, and each file's device id."""
     if not getattr(args, "profile", None):
+        if getattr(args, "profile_gpu", None):
+            raise InputError(
+                "names the GPU of a --profile, and none was given", field="--profile-gpu"
+            )
         return None, {}
     from simulator.calibration import Calibration, match_gpu_id
     from simulator.profile import load_profile
@@ -232,6 +236,10 @@ def cmd_predict(args) -> int:
             file=args.inp,
             field="requests_per_day",
         )
+    if args.requests_per_day is not None and not args.report:
+        raise InputError(
+            "is read only with --report, which prices that demand", field="--requests-per-day"
+        )
     extra = ("requests_per_day",) if args.report else ()
     outputs = (*OUTPUT_COLUMNS, *ECONOMICS_COLUMNS, "preflight")
     check_columns([n for n in names if n], args.inp, outputs=outputs, extra=extra)
@@ -245,7 +253,10 @@ def cmd_predict(args) -> int:
                     if demand_given
                     else pd.Series("", index=table.index)
                 )
-                demands.append(_requests_per_day(column, args.requests_per_day, args.inp))
+                default = (
+                    REQUESTS_PER_DAY if args.requests_per_day is None else args.requests_per_day
+                )
+                demands.append(_requests_per_day(column, default, args.inp))
             yield table
 
     results = _predict(tables(), args, args.inp)
@@ -490,7 +501,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--requests-per-day",
         type=_demand,
-        default=REQUESTS_PER_DAY,
         help=f"requests per day the --report economics price (default {REQUESTS_PER_DAY:,}, "
         "the dashboard's)",
     )

@@ -515,3 +515,29 @@ def test_a_sweep_without_speculation_runs_one_row_per_batch(tmp_path):
     table = pd.read_csv(out)
     assert list(table["batch_size"]) == [1, 4, 16]
     assert (table["k"] == 0).all() and (table["speedup"] == 1.0).all()
+
+
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [
+        (["--requests-per-day", "5"], "--requests-per-day"),
+        (["--profile-gpu", "h100-sxm"], "--profile-gpu"),
+    ],
+)
+def test_predict_refuses_a_flag_that_would_be_ignored(tmp_path, capsys, flags, field):
+    assert _predict_exit(tmp_path, GOOD, *flags) == 2
+    assert f"field '{field}'" in capsys.readouterr().err
+    assert not (tmp_path / "p.csv").exists()
+
+
+def test_requests_per_day_prices_the_report(tmp_path):
+    src = tmp_path / "s.csv"
+    src.write_text(GOOD)
+    costs = []
+    for demand in ("1000", "4000000"):
+        out = tmp_path / f"r{demand}.csv"
+        argv = ["predict", "--in", str(src), "--out", str(out), "--report"]
+        assert main([*argv, "--requests-per-day", demand]) == 0
+        table = pd.read_csv(out)
+        costs.append(table["requests_per_day [requests/day]"].tolist())
+    assert costs[0] == [1000.0] * 3 and costs[1] == [4_000_000.0] * 3
