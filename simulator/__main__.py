@@ -354,7 +354,7 @@ def cmd_serve(args) -> int:
     import pandas as pd
 
     from simulator.scenarios import check_columns, validate_scenarios
-    from simulator.serving import Lengths, Load, simulate
+    from simulator.serving import Lengths, Load, price_arms, simulate
 
     gpus, models = _catalogs(args)
     table = pd.concat(list(read_blocks(args.inp, WRITE_BLOCK_ROWS)), ignore_index=True)
@@ -392,6 +392,22 @@ def cmd_serve(args) -> int:
         raise InputError(exc.bare_message, field=flag) from None
     if not (np.isfinite(args.acceptance_spread) and args.acceptance_spread >= 0):
         raise InputError(f"{args.acceptance_spread} must be >= 0", field="--acceptance-spread")
+    if args.lengths == "fixed" and args.length_spread != 0:
+        raise InputError(
+            "fixed lengths have no spread: give --lengths uniform or lognormal with it",
+            field="--length-spread",
+        )
+    set_aside = [
+        str(c).strip()
+        for c in table.columns
+        if str(c).strip() in load_columns
+        and (table[c].notna() & (table[c].astype(str).str.strip() != "")).any()
+    ]
+    if set_aside:
+        _log(
+            f"warning: {args.inp}: column(s) {', '.join(set_aside)} set aside: serve takes "
+            "the load from --rate or --concurrency and simulates continuous batching"
+        )
     rows = []
     for i, raw in table.iterrows():
         scenario = {c: v for c, v in raw.items() if pd.notna(v) and str(v).strip() != ""}
@@ -407,10 +423,14 @@ def cmd_serve(args) -> int:
             )
             for mean in (prompt_mean, output_mean)
         ]
+        priced = dict(calibration=calibration, gpus=gpus, models=models)
+        arm_models = None  # the step models, priced once for every load of this row
         for load in loads:
             where = f"rate {load.rate}/s" if load.rate else f"concurrency {load.concurrency}"
             _log(f"scenario {i + 1}, {where}: {args.requests} requests per arm")
             try:
+                if arm_models is None:
+                    arm_models = price_arms(scenario, prompt_mean, output_mean, **priced)
                 out = simulate(
                     scenario,
                     load,
@@ -418,9 +438,8 @@ def cmd_serve(args) -> int:
                     acceptance_spread=args.acceptance_spread,
                     slo_ttft_ms=args.slo_ttft_ms,
                     slo_tpot_ms=args.slo_tpot_ms,
-                    calibration=calibration,
-                    gpus=gpus,
-                    models=models,
+                    arm_models=arm_models,
+                    **priced,
                 )
                 out["status"] = "ok"
             except InputError as exc:

@@ -903,9 +903,10 @@ def simulate(
     calibration=None,
     gpus=None,
     models=None,
+    arm_models=None,
 ) -> pd.DataFrame:
-    """Both arms of one scenario under one load (`run_arms`), a summary row per arm
-    (`baseline`, `spec`)."""
+    """Both arms of one scenario under one load (`run_arms`, which takes `arm_models`), a
+    summary row per arm (`baseline`, `spec`)."""
     arms = run_arms(
         scenario,
         load,
@@ -917,6 +918,7 @@ def simulate(
         calibration=calibration,
         gpus=gpus,
         models=models,
+        arm_models=arm_models,
     )
     return summarise_arms(arms, load, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms)
 

@@ -185,6 +185,7 @@ def test_serve_cli_writes_a_row_per_scenario_load_and_arm(tmp_path):
         (("--rate", "-1"), "--rate"),
         (("--concurrency", "0"), "--concurrency"),
         (("--rate", "1", "--acceptance-spread", "-0.1"), "--acceptance-spread"),
+        (("--rate", "1", "--length-spread", "0.3"), "--length-spread"),
     ],
 )
 def test_serve_cli_refuses_bad_loads(tmp_path, flags, field):
@@ -392,3 +393,23 @@ def test_step_models_priced_once_give_the_runs_priced_each_time():
             assert ra.requests.equals(rb.requests)
     none = price_arms({**EAGLE3, "method": "none"}, 512, 128)
     assert [arm for arm, _ in none] == ["baseline"]
+
+
+def test_serve_says_which_load_columns_it_sets_aside(tmp_path):
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    src, out = tmp_path / "in.csv", tmp_path / "serving.csv"
+    argv = [sys.executable, "-m", "simulator", "serve", "--in", str(src), "--out", str(out)]
+    header = "target,gpu,method,k,mean_accepted_tokens,prompt_len,output_len,batch_size,serving"
+    for cells, warned in (("8,decode_only", True), (",", False)):
+        src.write_text(f"{header}\nllama-3.1-8b,h100-sxm,eagle3,3,2.8,256,64,{cells}\n")
+        run_ = subprocess.run(
+            [*argv, "--rate", "2", "--requests", "40"], capture_output=True, text=True
+        )
+        assert run_.returncode == 0, run_.stderr
+        said = "column(s) batch_size, serving set aside" in run_.stderr
+        assert said == warned, run_.stderr
+        assert pd.read_csv(out)["arm"].tolist() == ["baseline", "spec"]
