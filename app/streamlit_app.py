@@ -22,7 +22,9 @@ VIEWS = Path(__file__).resolve().parent / "views"
 
 st.set_page_config(
     page_title="SpecPlan",
-    page_icon=":material/rocket_launch:",
+    # A file, not an emoji or a material icon: those favicons are fetched from a CDN, and the
+    # dashboard must make no request beyond its own server.
+    page_icon=str(Path(__file__).resolve().parent / "icon.png"),
     layout="wide",
     initial_sidebar_state="expanded",
 )

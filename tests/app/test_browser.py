@@ -165,6 +165,17 @@ def test_every_page_in_chromium(server, tmp_path, profile_json):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport=VIEWPORT)
+            # The dashboard asks nothing of any host but its own server (a material or
+            # emoji favicon is fetched from Google's or a CDN's, which also fails offline).
+            elsewhere = []
+            page.on(
+                "request",
+                lambda r: (
+                    None
+                    if r.url.startswith((server, "data:", "blob:"))
+                    else elsewhere.append(r.url)
+                ),
+            )
             # A link reproduces a scenario: the query parameters set the widgets.
             page.goto(server + "/?batch_size=32&target=llama-3.1-70b")
             _settle(page, charts=True)
@@ -274,6 +285,7 @@ def test_every_page_in_chromium(server, tmp_path, profile_json):
         finally:
             browser.close()
     assert all(s.stat().st_size > 10_000 for s in shots)
+    assert not elsewhere, f"requests beyond the app's server: {elsewhere}"
 
 
 @pytest.fixture
