@@ -98,8 +98,25 @@ def _money(x: float) -> str:
     return "n/a" if not math.isfinite(x) else f"${x:,.0f}"
 
 
-def _signed_money(x: float) -> str:
-    return "n/a" if not math.isfinite(x) else f"{'-' if x < 0 else '+'}${abs(x):,.0f}"
+def _signed_money(x: float) -> str | None:
+    if not math.isfinite(x):
+        return "n/a"
+    return None if round(x) == 0 else f"{'-' if x < 0 else '+'}${abs(x):,.0f}"
+
+
+def _delta(x: float, spec: str) -> str | None:
+    """A metric's change as shown (`spec`, e.g. '+,.1f'), or None (no arrow, no colour)
+    where it shows as zero: no change is neither a gain nor a loss."""
+    text = format(x, spec)
+    return None if math.isfinite(x) and float(text.replace(",", "").rstrip("%")) == 0 else text
+
+
+def _alpha_text(alpha: float) -> str:
+    """The break-even acceptance as a sentence's end: NaN without speculation, inf where
+    no acceptance pays at this batch."""
+    if math.isnan(alpha):
+        return "none (speculation off)"
+    return "none: no acceptance pays at this batch" if math.isinf(alpha) else f"{alpha:.2f}"
 
 
 try:
@@ -164,33 +181,34 @@ with left:
     m[1].metric(
         "Tokens/s per user",
         f"{row['spec_tok_s_per_user']:,.1f}",
-        f"{row['spec_tok_s_per_user'] - row['baseline_tok_s_per_user']:+,.1f}",
+        _delta(row["spec_tok_s_per_user"] - row["baseline_tok_s_per_user"], "+,.1f"),
     )
     m[2].metric(
         "Tokens/s per replica",
         f"{row['spec_tok_s']:,.0f}",
-        f"{row['spec_tok_s'] - row['baseline_tok_s']:+,.0f}",
+        _delta(row["spec_tok_s"] - row["baseline_tok_s"], "+,.0f"),
     )
     m[3].metric(
         "$ per 1M tokens",
         f"${row['cost_per_mtok_spec']:.3f}",
-        f"{row['cost_per_mtok_spec'] - row['cost_per_mtok_baseline']:+.3f}",
+        _delta(row["cost_per_mtok_spec"] - row["cost_per_mtok_baseline"], "+.3f"),
         delta_color="inverse",
         help=f"Before: ${row['cost_per_mtok_baseline']:.3f}",
     )
     m = st.columns(4)
     cap_base, cap_spec = row["kv_capacity_tokens_baseline"], row["kv_capacity_tokens_spec"]
+    kv_delta = _delta((cap_spec - cap_base) / cap_base, "+.1%") if cap_base > 0 else None
     m[0].metric(
         "Max concurrency",
         f"{row['max_concurrency_spec']:,.0f}",
-        f"{row['max_concurrency_spec'] - row['max_concurrency_baseline']:+,.0f}",
+        _delta(row["max_concurrency_spec"] - row["max_concurrency_baseline"], "+,.0f"),
         help=f"Sequences of {scenario.prompt_len}+{scenario.output_len} tokens that fit "
         f"in the KV cache; {row['max_concurrency_baseline']:,.0f} without speculation.",
     )
     m[1].metric(
         "VRAM for speculation",
         f"{row['draft_weights_gb']:.2f} GiB",
-        f"{(cap_spec - cap_base) / cap_base:+.1%} KV tokens" if cap_base > 0 else None,
+        f"{kv_delta} KV tokens" if kv_delta else None,
         delta_color="off",
         help="Draft weights per replica, and the share of KV-cache token capacity the "
         "draft's weights and cache take away.",
@@ -288,7 +306,7 @@ with c2:
         f"{row['engine_ms_baseline']:.2f} → {row['engine_ms_spec']:.2f} ms "
         f"({row['serving']}); batch running {row['effective_batch_baseline']:.0f} → "
         f"{row['effective_batch_spec']:.0f}. Break-even α at this batch: "
-        f"{row['break_even_alpha']:.2f}. Tokens per step p10/p50/p90: "
+        f"{_alpha_text(row['break_even_alpha'])}. Tokens per step p10/p50/p90: "
         f"{row['tokens_per_step_p10']:.0f}/{row['tokens_per_step_p50']:.0f}/"
         f"{row['tokens_per_step_p90']:.0f}."
     )

@@ -170,6 +170,12 @@ def test_method_none_is_the_baseline(app, charts):
     assert _metric(at, "Speedup") == "1.00x"
     assert set(charts(at)) == {"roi_cost"}
     assert any("baseline" in i.value for i in at.info)
+    # Nothing changes, so no metric shows a change (a "+0" arrow would be coloured), and
+    # the break-even acceptance says why there is none instead of printing NaN.
+    assert all(m.proto.delta == "" for m in at.metric), [m.proto.delta for m in at.metric]
+    captions = " ".join(c.value for c in at.caption)
+    assert "Break-even α at this batch: none (speculation off)" in captions
+    assert "nan" not in captions
 
 
 def test_mismatched_tokenizers_turn_the_checklist_red(app):
