@@ -11,11 +11,14 @@ order. The break-even acceptance (a Newton solve) is computed only where asked
 
 Where the time goes (bench/sweep.py's million random rows, 150 combinations, on the
 2-core development machine, about 1 s in all): validation about 0.2 s, most of it
-factorising the text columns; pricing about 0.6 s, some 700 numpy passes per piece, each
+factorising the text columns; pricing about 0.55 s, some 600 numpy passes per piece, each
 costing about 1.5 us of call overhead plus about 0.5 ns per row, the break-even solve a
-quarter of it; reordering and restoring about 0.1 s. A second thread made it slower
-(the passes are too short for numpy's released GIL to pay for the contention), so the
-pieces run on one.
+fifth of it; reordering the given columns, copying each piece's outputs out and
+restoring the table's order about 0.25 s. A second thread made it slower (the passes are
+too short for numpy's released GIL to pay for the contention), and a second process
+would hand its outputs back through shared memory, which this machine pages in 4 KiB at
+a time (352 MB of outputs: 0.35 s against 0.02 s for private huge pages), so the pieces
+run on one.
 """
 
 from __future__ import annotations
@@ -798,10 +801,11 @@ def _break_even_alpha(spec_on, spec_step, tau, per_tau, base_step, b_base, b_spe
     need = np.where(spec_on, need, np.nan)
     out = np.full(need.shape, np.nan)
     ok = spec_on & (need <= k + 1)
-    # Five Newton steps: break-even needs 1e-6, not float precision. Measured over K 1-16
-    # and alpha 0-1, four steps land within 2e-10 of the root (later ones only move the
-    # rows near alpha = 1 by rounding); the fifth is margin.
-    out[ok] = acceptance.alpha_from_tau(np.maximum(need[ok], 1.0), k[ok], iterations=5)
+    # Four Newton steps: break-even needs 1e-6, not float precision. Measured over K 1-16
+    # and alpha 0-1 (with the ends 0-0.01 and 0.999-1 drawn apart), four land within 1e-9
+    # of the root and three within 6e-6; later steps only move rows near alpha = 1 by
+    # rounding.
+    out[ok] = acceptance.alpha_from_tau(np.maximum(need[ok], 1.0), k[ok], iterations=4)
     out[spec_on & ~ok] = np.inf
     return out
 

@@ -127,3 +127,34 @@ def test_break_even_alpha_is_where_speedup_is_one():
     row = _row(batch_size=32)
     at_be = _row(batch_size=32, acceptance_rate=float(row["break_even_alpha"]))
     assert at_be["speedup"] == pytest.approx(1.0, rel=1e-6)
+
+
+def test_break_even_alpha_holds_across_k_batch_and_method():
+    # The Newton solve takes four steps; the speedup at its answer must still be 1 to
+    # 1e-6 wherever a break-even exists, from K = 1 to 16 and batch 1 to 512.
+    import numpy as np
+    import pandas as pd
+
+    from simulator import predict
+
+    rng = np.random.default_rng(11)
+    n = 400
+    rows = pd.DataFrame(
+        {
+            "target": rng.choice(["llama-3.1-8b", "llama-3.3-70b", "qwen2.5-32b"], n),
+            "gpu": rng.choice(["h100-sxm", "a100-80gb", "h200"], n),
+            "num_gpus": rng.choice([1, 2, 4, 8], n),
+            "method": rng.choice(["eagle", "ngram", "mtp", "eagle3"], n),
+            "k": rng.integers(1, 17, n),
+            "acceptance_rate": rng.uniform(0.05, 0.99, n),
+            "batch_size": rng.choice([1, 4, 32, 128, 512], n),
+            "prompt_len": rng.integers(64, 4096, n),
+            "output_len": rng.integers(16, 1024, n),
+        }
+    )
+    first = predict(rows)
+    be = first["break_even_alpha"].to_numpy()
+    has = np.isfinite(be) & (first["status"].astype(str) == "ok").to_numpy()
+    assert has.sum() > 100
+    again = predict(rows[has].assign(acceptance_rate=be[has]))
+    assert np.allclose(again["speedup"], 1.0, rtol=0, atol=1e-6)
