@@ -7,6 +7,7 @@ input with an `InputError` that names the row (1-based, header excluded) and the
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -428,41 +429,50 @@ IGNORED_MESSAGES = (
 """Warnings for values a row gives that its method does not use, bit i = message i."""
 
 
-_NO_DRAFT_CACHE = [METHODS.index("medusa"), METHODS.index("ngram")]
-"""Speculative methods whose drafts keep no KV cache: a draft context window means nothing
-to them."""
-
-
-def _ignored(method_codes, draft_codes, values, given, positions) -> np.ndarray | None:
+def _ignored(method_codes, draft_codes, values, given, positions_given) -> np.ndarray | None:
     """Per row, the bits of `IGNORED_MESSAGES` for values given that the row's method does
     not use (a k of 0 on a row of method none is what it uses, not ignored); None when
-    no row has any. `given[c]` is None for an absent column, else where a cell is filled."""
-    n = len(method_codes)
-    none = method_codes == METHODS.index("none")
-    is_draft = method_codes == METHODS.index("draft_model")
+    no row has any. `given[c]` is None for an absent column, else where a cell is filled;
+    an absent column costs no pass over the rows."""
 
-    def filled(c):
-        return np.zeros(n, bool) if given[c] is None else given[c]
+    def any_of(*terms):
+        terms = [t for t in terms if t is not None]
+        return functools.reduce(np.logical_or, terms) if terms else None
 
-    unused = filled("acceptance_rate") | filled("mean_accepted_tokens")
-    unused |= filled("verify_tokens") | filled("draft_context_len")
-    if positions is not None:
-        unused |= ~_blank(positions)
-    if given["k"] is not None:
-        unused |= given["k"] & (values["k"] != 0)
+    def where(rows, mask):
+        return None if mask is None else rows & mask
+
+    def method_is(name):
+        return method_codes == METHODS.index(name)
+
+    k_given = None if given["k"] is None else given["k"] & (values["k"] != 0)
     named_draft = draft_codes != 0  # any text but blank, known or not
-    masks = (
-        none & (unused | named_draft),
-        ~none & ~is_draft & named_draft,
-        (filled("medusa_heads") & (method_codes != METHODS.index("medusa")))
-        | (filled("mtp_depth") & (method_codes != METHODS.index("mtp")))
-        | (filled("draft_context_len") & np.isin(method_codes, _NO_DRAFT_CACHE)),
+    unused = any_of(
+        given["acceptance_rate"],
+        given["mean_accepted_tokens"],
+        given["verify_tokens"],
+        given["draft_context_len"],
+        positions_given if positions_given.any() else None,
+        k_given,
+        named_draft,
     )
-    if not any(m.any() for m in masks):
+    none = method_is("none")
+    masks = (
+        none & unused,
+        ~none & ~method_is("draft_model") & named_draft,
+        any_of(
+            where(~method_is("medusa"), given["medusa_heads"]),
+            where(~method_is("mtp"), given["mtp_depth"]),
+            # Medusa heads and n-gram lookup keep no draft KV cache: no window to set.
+            where(method_is("medusa") | method_is("ngram"), given["draft_context_len"]),
+        ),
+    )
+    if not any(m is not None and m.any() for m in masks):
         return None
-    bits = np.zeros(n, dtype=np.int64)
+    bits = np.zeros(len(method_codes), dtype=np.int64)
     for i, m in enumerate(masks):
-        bits |= m.astype(np.int64) << i
+        if m is not None:
+            bits |= m.astype(np.int64) << i
     return bits
 
 
@@ -553,9 +563,6 @@ def validate_scenarios(
     for col in (*_INT_COLUMNS, *_FLOAT_COLUMNS):
         values[col], given[col] = _numeric(cols.get(col), n, col, check)
     spec = method.codes != METHODS.index("none")
-    ignored = _ignored(
-        method.codes, draft.codes, values, given, cols.get("acceptance_per_position")
-    )
     k = values["k"]
     k = np.where(np.isnan(k), np.where(spec, DEFAULT_K_SPECULATIVE, 0), k)
     k = np.where(spec, k, 0)
@@ -626,6 +633,7 @@ def validate_scenarios(
 
     pos_col = cols.get("acceptance_per_position")
     pos_given = np.zeros(n, bool) if pos_col is None else ~_blank(pos_col)
+    ignored = _ignored(method.codes, draft.codes, values, given, pos_given)
     zeros = np.zeros(n, bool)
     count = (
         (zeros if given["acceptance_rate"] is None else given["acceptance_rate"]).astype(np.int8)
