@@ -23,11 +23,18 @@ def load_axis(table: pd.DataFrame) -> tuple[str, str]:
 def tail_crossover(table: pd.DataFrame, metric: str = "tpot_p99_ms") -> float | None:
     """The smallest load at which speculation's `metric` is worse than the baseline's."""
     x, _ = load_axis(table)
-    wide = table.pivot_table(index=x, columns="arm", values=metric).sort_index()
-    if "spec" not in wide:
-        return None
-    worse = wide.index[wide["spec"] > wide["baseline"]]
-    return float(worse[0]) if len(worse) else None
+    arm = table["arm"].astype(str).to_numpy()
+    load = table[x].to_numpy(dtype=float)
+    value = table[metric].to_numpy(dtype=float)
+    spec = arm == "spec"
+    for at in np.unique(load[spec & ~np.isnan(load)]):  # ascending
+        here = load == at
+        # A few points at most: the mean of each arm's (NaN-free) values at this load.
+        s = pd.Series(value[here & spec]).mean()
+        b = pd.Series(value[here & (arm == "baseline")]).mean()
+        if s > b:
+            return float(at)
+    return None
 
 
 def latency_vs_load(

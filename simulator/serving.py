@@ -346,13 +346,19 @@ class _Paths:
 
 def weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
     """The q-th percentile (0..100) of values with integer-like weights (lower rank)."""
+    return weighted_percentiles(values, weights, (q,))[0]
+
+
+def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs) -> list[float]:
+    """`weighted_percentile` for each q of `qs`, sorting the values once."""
     ok = np.isfinite(values) & (weights > 0)
     if not ok.any():
-        return float("nan")
+        return [float("nan")] * len(qs)
     order = np.argsort(values[ok])
     v, w = values[ok][order], weights[ok][order]
     cum = np.cumsum(w)
-    return float(v[np.searchsorted(cum, q / 100.0 * cum[-1], side="left")])
+    at = np.searchsorted(cum, np.asarray(qs, dtype=float) / 100.0 * cum[-1], side="left")
+    return [float(x) for x in v[at]]
 
 
 def schedule_model(
@@ -776,8 +782,10 @@ def summarise(result: RunResult, *, slo_ttft_ms: float, slo_tpot_ms: float) -> d
         ("e2e", (req["e2e_ms"].to_numpy(), np.ones(len(req)))),
     ):
         ok = np.isfinite(values) & (weights > 0)
-        for q in PERCENTILES:
-            out[f"{name}_p{q}_ms"] = weighted_percentile(values, weights, q)
+        for q, v in zip(
+            PERCENTILES, weighted_percentiles(values, weights, PERCENTILES), strict=True
+        ):
+            out[f"{name}_p{q}_ms"] = v
         total = weights[ok].sum()
         out[f"{name}_mean_ms"] = (
             float((values[ok] * weights[ok]).sum() / total) if total else np.nan

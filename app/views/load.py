@@ -47,8 +47,10 @@ def _runs(scenario: tuple, load: tuple, lengths: tuple, spread: float, cal: str)
     )
 
 
+@st.cache_data(show_spinner=False, max_entries=512)
 def _point(scenario: tuple, load: tuple, lengths: tuple, spread: float, slos: tuple, cal: str):
-    """One load point, both arms, summarised against the SLOs."""
+    """One load point, both arms, summarised against the SLOs; cached, so a change to an
+    input no simulation reads (requests per day) costs no summary either."""
     rate, concurrency, requests, seed = load
     return summarise_arms(
         _runs(scenario, load, lengths, spread, cal),

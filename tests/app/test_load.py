@@ -36,6 +36,12 @@ def test_tail_crossover_is_the_first_load_where_speculation_is_worse():
     assert figures_load.tail_crossover(table) == 4.0
     table.loc[5, "tpot_p99_ms"] = 19
     assert figures_load.tail_crossover(table) is None
+    # A load the baseline did not reach (or a spec-only table) is no crossover, not a
+    # KeyError; a NaN percentile compares as no crossover either.
+    assert figures_load.tail_crossover(table[table["arm"] == "spec"]) is None
+    table.loc[1, "tpot_p99_ms"] = np.nan
+    table.loc[3, "tpot_p99_ms"] = 13
+    assert figures_load.tail_crossover(table) == 2.0
 
 
 @pytest.mark.parametrize("metric", ["tpot", "ttft"])
