@@ -274,7 +274,7 @@ def cmd_sweep(args) -> int:
     from simulator.scenarios import K_LIMIT, LIMITS
 
     table_format(args.out, "--out")
-    method = str(args.method).strip().lower()
+    method = str(args.method).strip().lower() or "none"  # blank: the column's default
     if method == "none":
         for flag, value in (("--k", args.k), ("--alpha", args.alpha)):
             if value is not None:

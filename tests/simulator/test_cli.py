@@ -496,6 +496,7 @@ def test_a_folder_given_for_a_file_is_refused_naming_the_flag(tmp_path, capsys, 
     [
         ("none", ["--k", "1-4"], "--k"),
         ("None", ["--alpha", "0.6"], "--alpha"),
+        ("", ["--k", "2"], "--k"),
         ("eagle", ["--draft", "llama-3.2-1b"], "--draft"),
         ("ngram", ["--draft", "llama-3.2-1b"], "--draft"),
     ],
