@@ -2,7 +2,7 @@
 
 Prints scenarios per second for each path (every column; without the break-even
 acceptance, the one column a sweep seldom needs; and the rows in catalog order, where
-rows sharing target, method and GPU are priced with those figures as scalars) and, last,
+rows sharing target and method are priced with the model's figures as scalars) and, last,
 their ratio to the loop as `ratio: N x`. The per-row path calls the same `predict` on
 one-row tables: the one code path, with its per-call overhead paid per scenario, which is
 what a Python loop over scenarios costs. It is also the reference the vectorised answers

@@ -2,11 +2,11 @@
 
 Every step is a numpy expression over many rows at once, so a sweep of a million
 scenarios costs what one costs in Python overhead. The table is validated as numpy arrays
-(`scenarios.validate_scenarios`), reordered so that rows sharing method, target, draft,
-GPU and dtypes sit together, priced in pieces of at most `BLOCK_ROWS` rows with those
-figures as scalars (so no row pays for a method's branches it does not take; rows of
-rare combinations per method, catalog figures per row), and put back in the table's
-order. The break-even acceptance (a Newton solve) is computed only where asked
+(`scenarios.validate_scenarios`), reordered so that rows sharing method, target, draft
+and dtypes sit together, priced in pieces of at most `BLOCK_ROWS` rows with the model
+figures as scalars (so no row pays for a method's branches it does not take; the few GPU
+figures per row, so GPUs share a piece; rows of rare combinations per method, catalog
+figures per row), and put back in the table's order. The break-even acceptance (a Newton solve) is computed only where asked
 (`break_even`).
 
 Where the time goes (bench/sweep.py's million random rows, 150 combinations, on the
@@ -103,9 +103,11 @@ BLOCK_ROWS = 32_768
 across the hundred-odd numpy passes."""
 
 GROUP_ROWS = 1_024
-"""Rows that share method, target, draft, GPU and dtypes are priced together with those
-figures as scalars once the group is this large (each model and GPU figure then costs
-nothing per row); smaller groups are priced together per method, figures per row."""
+"""Rows that share method, target, draft and dtypes are priced together with the model's
+figures as scalars once the group is this large (each model figure then costs nothing per
+row); smaller groups are priced together per method, figures per row. The GPU is not part
+of the group: its five figures per row cost less than the call overhead of a piece per
+GPU (bench/sweep.py's five GPUs: 5-8% faster, in one process against pieces per GPU)."""
 
 SLOWDOWN_WARN = 1.0
 LOW_ACCEPTANCE_WARN = 0.55
@@ -113,6 +115,7 @@ LOW_ACCEPTANCE_WARN = 0.55
 HIGH_K_WARN = 8
 
 _KEY_COLUMNS = ("target", "draft", "gpu", "weight_dtype", "kv_dtype")
+_GROUP_COLUMNS = ("target", "draft", "weight_dtype", "kv_dtype")
 _ROW_INPUTS = (
     "num_gpus",
     "k",
@@ -212,10 +215,10 @@ def _plan(sc: ScenarioArrays, calibration) -> tuple[np.ndarray | None, list]:
 
     Returns `(order, pieces)`: `order` a permutation of the rows (None when they are in
     it already) and pieces `(method, uniform, rows)`, `rows` a slice of the reordered
-    rows. Rows of a combination of method, target, draft, GPU and dtypes that holds at
-    least `GROUP_ROWS` rows form `uniform` pieces, those figures scalars; the other rows
-    one piece per method, figures per row. A piece holds at most `BLOCK_ROWS` rows, so
-    its hundred-odd passes stay in cache. Reordering whole columns once (a gather that
+    rows. Rows of a combination of method, target, draft and dtypes (`_GROUP_COLUMNS`)
+    that holds at least `GROUP_ROWS` rows form `uniform` pieces, those figures scalars;
+    the other rows one piece per method, figures per row. A piece holds at most
+    `BLOCK_ROWS` rows, so its hundred-odd passes stay in cache. Reordering whole columns once (a gather that
     reads one column at a time) costs less than gathering each piece's rows from all
     over the table and scattering its outputs back. Without a key small enough to
     count, or with a calibration (its figures are per row anyway), rows group by method.
@@ -227,7 +230,7 @@ def _plan(sc: ScenarioArrays, calibration) -> tuple[np.ndarray | None, list]:
     if calibration is None and n >= GROUP_ROWS:
         key = np.zeros(n, dtype=np.int64)
         span = 1
-        for c in _KEY_COLUMNS:
+        for c in _GROUP_COLUMNS:
             codes = sc.codes[c]
             size = int(codes.max()) + 1
             key = key * size + codes
@@ -357,7 +360,7 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
     val = {c: sc.values[c][rows] for c in _ROW_INPUTS}
     codes = {c: sc.codes[c][rows] for c in (*_KEY_COLUMNS, "serving")}
     if uniform:
-        codes.update({c: int(codes[c][0]) for c in _KEY_COLUMNS})
+        codes.update({c: int(codes[c][0]) for c in _GROUP_COLUMNS})
     t_code, d_code, g_code = codes["target"], codes["draft"], codes["gpu"]
     t = catalog.models.take(t_code)
     d = catalog.drafts.take(d_code)

@@ -76,9 +76,9 @@ def test_a_table_gives_what_its_rows_give_one_at_a_time():
 
 
 def test_rows_grouped_by_catalog_entry_give_the_same_answers(monkeypatch):
-    # With a low GROUP_ROWS every combination of (method, target, draft, GPU, dtypes) is
-    # priced with its catalog figures as scalars; with a huge one, per method with figures
-    # per row. Either way the rows are reordered and their outputs put back in place.
+    # With a low GROUP_ROWS every combination of (method, target, draft, dtypes) is priced
+    # with its model figures as scalars and its GPUs' per row; with a huge one, per method
+    # with figures per row. Either way the rows are reordered and their outputs put back.
     import sys
 
     module = sys.modules["simulator.predict"]
