@@ -26,6 +26,7 @@ file changes:
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -245,15 +246,63 @@ _PLAIN_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?
 _PLAIN_INTEGER = re.compile(r"\+?[0-9]{1,15}")
 
 
+LINK_PARAMS = frozenset(
+    {
+        # Inputs bound to the URL (`BIND`), on every page together: a link carries the
+        # scenario from page to page, so one page's parameter is no stranger on another.
+        "batch_size",
+        "draft",
+        "gpu",
+        "gpu_hourly_usd",
+        "gpu_memory_utilization",
+        "head_repo",
+        "k",
+        "k_max",
+        "kv_dtype",
+        "load_kind",
+        "max_model_len",
+        "method",
+        "migration_usd",
+        "num_gpus",
+        "output_len",
+        "prompt_len",
+        "requests_per_day",
+        "size_on",
+        "slo_kind",
+        "slo_tok_s",
+        "slo_tpot_ms",
+        "target",
+        "weight_dtype",
+        "workload",
+        # Read from the link by the pages themselves.
+        ALPHA_KEY,
+        POS_PARAM,
+        PROFILE_PARAM,
+        # Streamlit's own.
+        "embed",
+        "embed_options",
+    }
+)
+"""Every query parameter the dashboard reads; tests/app/test_links.py checks it against
+the inputs bound to the URL in app/."""
+
+
 def link_problems(
     params: Mapping[str, str], choices: Mapping[str, Sequence[str]] | None = None
 ) -> dict[str, str]:
-    """Query parameters a page cannot take as they are, each with why: numbers out of
-    their input's range or not plain ASCII decimals (`inf`, `nan`, `1e400`, `²`), whole
-    numbers given with a fraction, a `k` that is not one of the ROI page's choices, and
-    a dropdown's value that is not one of its options (`choices`: parameter -> options;
-    Streamlit would drop such a value without a word)."""
+    """Query parameters a page cannot take as they are, each with why: a name the
+    dashboard does not read (a typo, say), numbers out of their input's range or not
+    plain ASCII decimals (`inf`, `nan`, `1e400`, `²`), whole numbers given with a
+    fraction, a `k` that is not one of the ROI page's choices, and a dropdown's value
+    that is not one of its options (`choices`: parameter -> options; Streamlit would drop
+    such a value without a word)."""
     problems = {}
+    for key in params:
+        if key not in LINK_PARAMS:
+            near = difflib.get_close_matches(str(key), sorted(LINK_PARAMS), n=1)
+            problems[key] = "is not a parameter of this dashboard" + (
+                f" (did you mean `{near[0]}`)" if near else ""
+            )
     for key, options in (choices or {}).items():
         value = params.get(key)
         if value is not None and str(value) not in options:
@@ -281,7 +330,8 @@ def _drop_link_problems(sb, choices: Mapping[str, Sequence[str]]) -> None:
     for key, why in problems.items():
         shown = str(st.query_params.get(key, ""))[:40]
         del st.query_params[key]
-        sb.warning(f"Ignored the link's `{key}` ({plain(shown)}): it {why}.")
+        # The name is the link's text too (an unknown one is anything at all): plain.
+        sb.warning(f"Ignored the link's {plain(str(key)[:40])} ({plain(shown)}): it {why}.")
 
 
 def _seed_alpha() -> None:

@@ -224,9 +224,10 @@ with left:
     )
     m[3].metric(
         "Payback",
-        "never" if not math.isfinite(payback) else f"{payback:.1f} months",
-        help=f"${migration_usd:,.0f} one-off over a monthly saving of "
-        f"{_money(row['monthly_saving_usd'])}.",
+        # "mo": "2.0 months" does not fit the metric's column and shows as "2.0 mo…".
+        "never" if not math.isfinite(payback) else f"{payback:.1f} mo",
+        help=f"Months until the ${migration_usd:,.0f} one-off is paid back by a monthly "
+        f"saving of {_money(row['monthly_saving_usd'])}.",
     )
     st.caption(
         f"Demand {row['demand_tok_s']:,.0f} tok/s ({scenario.requests_per_day:,.0f} requests/day"

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from app.widgets import (
     LINK_K_VALUES,
     LINK_NUMBERS,
+    LINK_PARAMS,
     alpha_from_param,
     link_problems,
     positions_from_param,
@@ -36,6 +37,7 @@ class Refused(Exception):
 def _read(params: dict[str, str]):
     problems = link_problems(params, CHOICES)
     kept = {k: v for k, v in params.items() if k not in problems}
+    assert set(kept) <= LINK_PARAMS, set(kept) - LINK_PARAMS  # no name passes unread
     for key, options in CHOICES.items():
         if key in kept:
             assert kept[key] in options, (key, kept[key])
@@ -60,11 +62,15 @@ def _read(params: dict[str, str]):
 
 
 def _named(exc: BaseException) -> None:
-    assert any(f"{k}:" in str(exc) for k in KEYS), exc
+    assert any(f"{k}:" in str(exc) for k in KEYS) or "not a parameter" in str(exc), exc
+
+
+NAMES = st.sampled_from(KEYS) | st.sampled_from(["batchsize", "K", "gpus", ""]) | nasty_text()
+"""Parameter names: the ones the pages read, near misses, and anything at all."""
 
 
 @FUZZ
-@given(params=st.dictionaries(st.sampled_from(KEYS), VALUE, max_size=5))
+@given(params=st.dictionaries(NAMES, VALUE, max_size=5))
 def test_link_parameters(params):
     run_case("query_params", lambda: _read(params), refusals=(Refused,), refusal_check=_named)
 
