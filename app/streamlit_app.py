@@ -17,7 +17,7 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app import widgets  # noqa: E402
+from app import freeze_startup_objects, widgets  # noqa: E402
 
 VIEWS = Path(__file__).resolve().parent / "views"
 
@@ -47,4 +47,9 @@ pages = [
 ]
 page = st.navigation(pages)
 widgets.calibration_note()
-page.run()
+try:
+    page.run()
+finally:
+    # After the first page has imported what pages import (plotly among them); a page
+    # may end in st.stop(), hence finally.
+    freeze_startup_objects()
