@@ -6,8 +6,8 @@ Script time is the time the script thread spends running the page (timed around
 `LocalScriptRunner._run_script_thread`), not AppTest's parsing of the element tree. The
 scripts are compiled once, as a served app compiles them (`--recompile`: on every run, as
 AppTest does by default, which adds 5-25 ms of parsing and compiling to each rerun).
-Every page starts from empty `st.cache_data` caches, after one warm-up run that pays the
-imports. Each rerun sets a value the page has not seen yet where the input allows, so
+Every page starts from empty `st.cache_data` and `st.cache_resource` caches, after one
+warm-up run that pays the imports. Each rerun sets a value the page has not seen yet where the input allows, so
 caches keyed on that input miss as they would for a user.
 
 Target (issue 11): every page's rerun under 150 ms. "Load & SLO (new simulation)" changes
@@ -182,6 +182,7 @@ def measure(page: str, setup, change, reruns: int, profiler=None):
     from empty caches; `profiler`, when given, records the reruns."""
     global _profiler
     st.cache_data.clear()
+    st.cache_resource.clear()
     at = AppTest.from_file(str(ENTRY), default_timeout=TIMEOUT)
     if setup is not None:
         setup(at)

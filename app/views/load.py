@@ -31,10 +31,12 @@ def _arm_models(scenario: tuple, p_mean: float, o_mean: float, cal: str):
     return price_arms(dict(scenario), p_mean, o_mean, calibration=calibration)
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+@st.cache_resource(show_spinner=False, max_entries=256)
 def _runs(scenario: tuple, load: tuple, lengths: tuple, spread: float, cal: str):
     """One load point's runs, both arms; cached on every input the simulation reads (the
-    calibration by its key), not on the SLOs, which only the summary reads."""
+    calibration by its key), not on the SLOs, which only the summary reads. A resource
+    cache: the runs are shared, never copied (nothing changes them), so a new SLO
+    re-summarises them without unpickling each run's tables."""
     rate, concurrency, requests, seed = load
     (p_kind, p_mean, p_spread), (o_kind, o_mean, o_spread) = lengths
     return run_arms(
