@@ -307,7 +307,8 @@ def cmd_sweep(args) -> int:
         )
     }
     if method != "none":
-        k, alpha = args.k or SWEEP_K, args.alpha or SWEEP_ALPHA
+        k = SWEEP_K if args.k is None else args.k
+        alpha = SWEEP_ALPHA if args.alpha is None else args.alpha
         axes["k"] = parse_range(k, name="--k", kind=int, most=most, low=1, high=K_LIMIT)
         axes["acceptance_rate"] = parse_range(alpha, name="--alpha", most=most, low=0, high=1)
     size = grid_size(**axes)

@@ -509,6 +509,15 @@ def test_sweep_refuses_a_flag_its_method_would_ignore(tmp_path, capsys, method, 
     assert not out.exists()
 
 
+@pytest.mark.parametrize("flag", ["--k", "--alpha"])
+def test_an_empty_sweep_axis_is_refused_not_replaced_by_the_default(tmp_path, capsys, flag):
+    out = tmp_path / "g.csv"
+    argv = ["sweep", "--target", "llama-3.1-8b", "--gpu", "h100-sxm", "--method", "ngram"]
+    assert main([*argv, flag, "", "--batch", "1", "--out", str(out)]) == 2
+    assert f"field '{flag}': is empty" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_a_sweep_without_speculation_runs_one_row_per_batch(tmp_path):
     out = tmp_path / "g.csv"
     argv = ["sweep", "--target", "llama-3.1-8b", "--gpu", "h100-sxm", "--method", "NONE"]
