@@ -6,8 +6,8 @@ scenarios costs what one costs in Python overhead. The table is validated as num
 and dtypes sit together, priced in pieces of at most `BLOCK_ROWS` rows with the model
 figures as scalars (so no row pays for a method's branches it does not take; the few GPU
 figures per row, so GPUs share a piece; rows of rare combinations per method, catalog
-figures per row), and put back in the table's order. The break-even acceptance (a Newton solve) is computed only where asked
-(`break_even`).
+figures per row), and put back in the table's order. The break-even acceptance (a Newton
+solve) is computed only where asked (`break_even`).
 
 Where the time goes (bench/sweep.py's million random rows, 150 combinations, on the
 2-core development machine, about 1 s in all): validation about 0.2 s, most of it
@@ -218,10 +218,11 @@ def _plan(sc: ScenarioArrays, calibration) -> tuple[np.ndarray | None, list]:
     rows. Rows of a combination of method, target, draft and dtypes (`_GROUP_COLUMNS`)
     that holds at least `GROUP_ROWS` rows form `uniform` pieces, those figures scalars;
     the other rows one piece per method, figures per row. A piece holds at most
-    `BLOCK_ROWS` rows, so its hundred-odd passes stay in cache. Reordering whole columns once (a gather that
-    reads one column at a time) costs less than gathering each piece's rows from all
-    over the table and scattering its outputs back. Without a key small enough to
-    count, or with a calibration (its figures are per row anyway), rows group by method.
+    `BLOCK_ROWS` rows, so its hundred-odd passes stay in cache. Reordering whole columns
+    once (a gather that reads one column at a time) costs less than gathering each
+    piece's rows from all over the table and scattering its outputs back. Without a key
+    small enough to count, or with a calibration (its figures are per row anyway), rows
+    group by method.
     """
     n = sc.n
     method = sc.codes["method"].astype(np.int64)
@@ -355,7 +356,8 @@ class _Catalog:
 
 def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, break_even, models):
     """Every output of the rows `rows` of `sc`, which share `method_name` (and, when
-    `uniform`, every catalog id): arrays of len(rows), or scalars where uniform."""
+    `uniform`, the `_GROUP_COLUMNS` ids: target, draft and dtypes; the GPU stays per row):
+    arrays of len(rows), or scalars where uniform."""
     n = rows.stop - rows.start if isinstance(rows, slice) else len(rows)
     val = {c: sc.values[c][rows] for c in _ROW_INPUTS}
     codes = {c: sc.codes[c][rows] for c in (*_KEY_COLUMNS, "serving")}
