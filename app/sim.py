@@ -27,7 +27,7 @@ from simulator.catalog import (
 from simulator.errors import InputError
 from simulator.predict import predict
 from simulator.profile import Profile, load_profile
-from simulator.sizer import SizingResult, size
+from simulator.sizer import SizingResult, price_grid, size
 from simulator.specs import GPUSpec, ModelSpec
 
 PROFILES_DIR = DATA_DIR / "profiles"
@@ -216,9 +216,21 @@ def run_predict(scenarios: pd.DataFrame) -> pd.DataFrame:
     return _predict(scenarios, state.key, state.calibration)
 
 
+_GRID_ARGS = ("k_max", "batches")
+"""The `size` arguments its (K, batch) grid depends on; the SLOs and demand only filter
+and price the grid, so a change to them reuses it."""
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _grid(base: dict, grid_args: dict, cal_key: str, _cal: Calibration | None) -> pd.DataFrame:
+    return price_grid(base, calibration=_cal, **grid_args)
+
+
 @st.cache_data(show_spinner=False, max_entries=128)
 def _size(base: dict, kwargs: dict, cal_key: str, _cal: Calibration | None) -> SizingResult:
-    return size(base, calibration=_cal, **kwargs)
+    grid_args = {k: v for k, v in kwargs.items() if k in _GRID_ARGS}
+    grid = _grid(base, grid_args, cal_key, _cal)
+    return size(base, grid=grid, **kwargs)
 
 
 def run_size(base: dict, **kwargs) -> SizingResult:

@@ -46,22 +46,16 @@ def _acceptance_cols(base: dict) -> dict:
     }
 
 
-def size(
-    base: dict,
-    *,
-    k_max: int = 8,
-    batches=DEFAULT_BATCHES,
-    slo_tpot_ms: float | None = None,
-    slo_tok_s_per_user: float | None = None,
-    demand_tok_s: float = 0.0,
-    **predict_kwargs,
-) -> SizingResult:
-    """Size a deployment for one (target, method, draft, GPU) choice.
+def price_grid(
+    base: dict, *, k_max: int = 8, batches=DEFAULT_BATCHES, **predict_kwargs
+) -> pd.DataFrame:
+    """The predictions `size` decides from: one row per (K, batch), K 0..k_max (0 is
+    speculation off) over `batches`. It depends on neither the SLO nor the demand, so a
+    caller that varies those prices it once.
 
-    `base` holds scenario columns (acceptance included); K runs 0..k_max and batch over
-    `batches`. A mean_accepted_tokens figure only holds for the K it was measured at, so
-    it is turned into per-position rates along the method's decay (fitted on public
-    curves, `catalog.method_decay`) before sweeping K; an acceptance_rate is i.i.d. by
+    A mean_accepted_tokens figure only holds for the K it was measured at, so it is
+    turned into per-position rates along the method's decay (fitted on public curves,
+    `catalog.method_decay`) before sweeping K; an acceptance_rate is i.i.d. by
     definition and stays so.
     """
     if k_max < 0 or k_max > 16:
@@ -83,7 +77,28 @@ def size(
     frames = [off]
     if method != "none" and k_max >= 1:
         frames.append(build_grid({**base, **acc}, k=list(range(1, k_max + 1)), batch_size=batches))
-    grid = predict(pd.concat(frames, ignore_index=True), **predict_kwargs)
+    return predict(pd.concat(frames, ignore_index=True), **predict_kwargs)
+
+
+def size(
+    base: dict,
+    *,
+    k_max: int = 8,
+    batches=DEFAULT_BATCHES,
+    slo_tpot_ms: float | None = None,
+    slo_tok_s_per_user: float | None = None,
+    demand_tok_s: float = 0.0,
+    grid: pd.DataFrame | None = None,
+    **predict_kwargs,
+) -> SizingResult:
+    """Size a deployment for one (target, method, draft, GPU) choice.
+
+    `base` holds scenario columns (acceptance included); K runs 0..k_max and batch over
+    `batches` (`price_grid`). `grid`, what `price_grid` gave for the same base, K and
+    batches, saves pricing it again; it is not modified.
+    """
+    if grid is None:
+        grid = price_grid(base, k_max=k_max, batches=batches, **predict_kwargs)
     tpot = grid["spec_tpot_ms"].to_numpy()
     per_user = 1e3 / tpot
     meets = np.ones(len(grid), dtype=bool)
@@ -91,9 +106,9 @@ def size(
         meets &= tpot <= slo_tpot_ms
     if slo_tok_s_per_user is not None:
         meets &= per_user >= slo_tok_s_per_user
-    grid["meets_slo"] = meets
     runs = np.isfinite(grid["spec_tok_s"].to_numpy(dtype=float))  # not a "cannot run" row
-    grid["usable"] = meets & grid["fits"].to_numpy(dtype=bool) & runs
+    usable = meets & grid["fits"].to_numpy(dtype=bool) & runs
+    grid = grid.assign(meets_slo=meets, usable=usable)
 
     idx = grid["spec_tok_s"].fillna(-np.inf).groupby(grid["batch_size"]).idxmax()
     best = grid.loc[
@@ -104,7 +119,6 @@ def size(
     # sixty-odd columns, and the dashboard runs this on every rerun.
     k_col = grid["k"].to_numpy()
     batch_col = grid["batch_size"].to_numpy()
-    usable = grid["usable"].to_numpy(dtype=bool)
     tok_s = grid["spec_tok_s"].to_numpy(dtype=float)
     spec_rows = grid.loc[k_col > 0, ["batch_size", "speedup"]]
     break_even = None

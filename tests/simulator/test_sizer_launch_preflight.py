@@ -158,3 +158,19 @@ def test_break_even_alpha_holds_across_k_batch_and_method():
     assert has.sum() > 100
     again = predict(rows[has].assign(acceptance_rate=be[has]))
     assert np.allclose(again["speedup"], 1.0, rtol=0, atol=1e-6)
+
+
+def test_a_grid_priced_once_sizes_every_slo_as_pricing_it_each_time():
+    # The dashboard prices the (K, batch) grid once and re-sizes it for each SLO.
+    from simulator.sizer import price_grid
+
+    grid = price_grid(BASE, k_max=6)
+    before = grid.copy()
+    for slo in (12.0, 40.0, 1000.0):
+        fresh = size(BASE, k_max=6, slo_tpot_ms=slo, demand_tok_s=20_000.0)
+        reused = size(BASE, k_max=6, slo_tpot_ms=slo, demand_tok_s=20_000.0, grid=grid)
+        pd.testing.assert_frame_equal(fresh.grid, reused.grid)
+        pd.testing.assert_frame_equal(fresh.best, reused.best)
+        assert fresh.choice == reused.choice
+        assert fresh.max_batch_under_slo == reused.max_batch_under_slo
+    pd.testing.assert_frame_equal(grid, before)  # the given grid is not modified
