@@ -27,12 +27,12 @@ def tail_crossover(table: pd.DataFrame, metric: str = "tpot_p99_ms") -> float | 
     load = table[x].to_numpy(dtype=float)
     value = table[metric].to_numpy(dtype=float)
     spec = arm == "spec"
+    known = ~np.isnan(value)
     for at in np.unique(load[spec & ~np.isnan(load)]):  # ascending
-        here = load == at
+        here = (load == at) & known
         # A few points at most: the mean of each arm's (NaN-free) values at this load.
-        s = pd.Series(value[here & spec]).mean()
-        b = pd.Series(value[here & (arm == "baseline")]).mean()
-        if s > b:
+        s, b = value[here & spec], value[here & (arm == "baseline")]
+        if len(s) and len(b) and s.mean() > b.mean():
             return float(at)
     return None
 

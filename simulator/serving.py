@@ -768,9 +768,10 @@ def _view(decoding: list[int], flat_at, kv_at, finish_step):
 PERCENTILES = (50, 90, 99)
 
 
-def summarise(result: RunResult, *, slo_ttft_ms: float, slo_tpot_ms: float) -> dict:
-    """P50/P90/P99 of TTFT, TPOT, ITL (per chunk and per token) and end-to-end latency;
-    output tokens per second; goodput = requests per second meeting both SLOs."""
+def latency_summary(result: RunResult) -> dict:
+    """The part of `summarise` no SLO enters: P50/P90/P99 and mean of TTFT, TPOT, ITL (per
+    chunk and per token) and end-to-end latency, throughput, queue and engine counts, and
+    `span_s`, the seconds from the first arrival to the last finish (goodput's divisor)."""
     req = result.requests
     span_s = (np.nanmax(req["arrival_ms"] + req["e2e_ms"]) - np.nanmin(req["arrival_ms"])) / 1e3
     out: dict = {}
@@ -790,15 +791,35 @@ def summarise(result: RunResult, *, slo_ttft_ms: float, slo_tpot_ms: float) -> d
         out[f"{name}_mean_ms"] = (
             float((values[ok] * weights[ok]).sum() / total) if total else np.nan
         )
-    good = (req["ttft_ms"] <= slo_ttft_ms) & (req["tpot_ms"].fillna(0) <= slo_tpot_ms)
     out["throughput_tok_s"] = float(req["output_len"].sum() / span_s) if span_s > 0 else np.nan
     out["request_throughput_rps"] = float(len(req) / span_s) if span_s > 0 else np.nan
-    out["goodput_rps"] = float(good.sum() / span_s) if span_s > 0 else np.nan
-    out["slo_attainment"] = float(good.mean())
+    out["span_s"] = float(span_s)
     out["mean_in_system"] = result.extra.get("time_average_in_system", np.nan)
     out["max_waiting"] = int(result.queue["waiting"].max()) if len(result.queue) else 0
     out["preemptions"] = result.preemptions
     out["steps"] = result.steps
+    return out
+
+
+def summarise(
+    result: RunResult, *, slo_ttft_ms: float, slo_tpot_ms: float, latency: dict | None = None
+) -> dict:
+    """P50/P90/P99 of TTFT, TPOT, ITL (per chunk and per token) and end-to-end latency;
+    output tokens per second; goodput = requests per second meeting both SLOs.
+    `latency`, what `latency_summary` gave for this run, saves computing it again (a
+    caller that varies only the SLOs)."""
+    lat = latency_summary(result) if latency is None else latency
+    req = result.requests
+    good = (req["ttft_ms"] <= slo_ttft_ms) & (req["tpot_ms"].fillna(0) <= slo_tpot_ms)
+    span_s = lat["span_s"]
+    out: dict = {}
+    for key, value in lat.items():
+        if key == "span_s":
+            continue
+        out[key] = value
+        if key == "request_throughput_rps":
+            out["goodput_rps"] = float(good.sum() / span_s) if span_s > 0 else np.nan
+            out["slo_attainment"] = float(good.mean())
     return out
 
 
@@ -880,8 +901,11 @@ def summarise_arms(
     *,
     slo_ttft_ms: float,
     slo_tpot_ms: float,
+    latencies: list[dict] | None = None,
 ) -> pd.DataFrame:
-    """A summary row per arm of `run_arms`, against these SLOs."""
+    """A summary row per arm of `run_arms`, against these SLOs; `latencies`, each arm's
+    `latency_summary` in the same order, saves computing them again."""
+    latencies = [None] * len(arms) if latencies is None else latencies
     return pd.DataFrame(
         [
             {
@@ -890,9 +914,11 @@ def summarise_arms(
                 "concurrency": load.concurrency,
                 "requests": load.requests,
                 "k": k,
-                **summarise(result, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms),
+                **summarise(
+                    result, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, latency=latency
+                ),
             }
-            for arm, k, result in arms
+            for (arm, k, result), latency in zip(arms, latencies, strict=True)
         ]
     )
 

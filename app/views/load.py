@@ -14,6 +14,7 @@ from simulator.serving import (
     LENGTH_KINDS,
     Lengths,
     Load,
+    latency_summary,
     price_arms,
     run_arms,
     summarise_arms,
@@ -50,15 +51,24 @@ def _runs(scenario: tuple, load: tuple, lengths: tuple, spread: float, cal: str)
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
+def _latencies(scenario: tuple, load: tuple, lengths: tuple, spread: float, cal: str):
+    """Each arm's `latency_summary` at one load point: the percentiles, which no SLO
+    changes."""
+    return [latency_summary(run) for _, _, run in _runs(scenario, load, lengths, spread, cal)]
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
 def _point(scenario: tuple, load: tuple, lengths: tuple, spread: float, slos: tuple, cal: str):
     """One load point, both arms, summarised against the SLOs; cached, so a change to an
-    input no simulation reads (requests per day) costs no summary either."""
+    input no simulation reads (requests per day) costs no summary either, and a new SLO
+    only counts the requests that meet it."""
     rate, concurrency, requests, seed = load
     return summarise_arms(
         _runs(scenario, load, lengths, spread, cal),
         Load(requests=requests, rate=rate, concurrency=concurrency, seed=seed),
         slo_ttft_ms=slos[0],
         slo_tpot_ms=slos[1],
+        latencies=_latencies(scenario, load, lengths, spread, cal),
     )
 
 

@@ -413,3 +413,18 @@ def test_serve_says_which_load_columns_it_sets_aside(tmp_path):
         said = "column(s) batch_size, serving set aside" in run_.stderr
         assert said == warned, run_.stderr
         assert pd.read_csv(out)["arm"].tolist() == ["baseline", "spec"]
+
+
+def test_a_latency_summary_computed_once_serves_every_slo(models):
+    # The Load page keeps each run's percentiles and re-counts only the requests that meet
+    # a new SLO; the summary must be the one computed from scratch, key order included.
+    from simulator.serving import latency_summary, summarise
+
+    r = run(models[True], Load(requests=200, rate=20.0, seed=3), Lengths(256), Lengths(64))
+    kept = latency_summary(r)
+    for ttft, tpot in ((50.0, 5.0), (500.0, 20.0), (1e9, 1e9)):
+        fresh = summarise(r, slo_ttft_ms=ttft, slo_tpot_ms=tpot)
+        reused = summarise(r, slo_ttft_ms=ttft, slo_tpot_ms=tpot, latency=kept)
+        assert list(fresh) == list(reused) and "span_s" not in fresh
+        assert fresh == pytest.approx(reused, nan_ok=True)
+    assert fresh["slo_attainment"] == 1.0
