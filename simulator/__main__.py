@@ -409,6 +409,7 @@ def cmd_serve(args) -> int:
             f"warning: {args.inp}: column(s) {', '.join(set_aside)} set aside: serve takes "
             "the load from --rate or --concurrency and simulates continuous batching"
         )
+    priced = dict(calibration=calibration, gpus=gpus, models=models)
     rows = []
     for i, raw in table.iterrows():
         scenario = {c: v for c, v in raw.items() if pd.notna(v) and str(v).strip() != ""}
@@ -424,7 +425,6 @@ def cmd_serve(args) -> int:
             )
             for mean in (prompt_mean, output_mean)
         ]
-        priced = dict(calibration=calibration, gpus=gpus, models=models)
         arm_models = None  # the step models, priced once for every load of this row
         for load in loads:
             where = f"rate {load.rate}/s" if load.rate else f"concurrency {load.concurrency}"

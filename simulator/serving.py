@@ -144,7 +144,7 @@ def step_model(
         row.pop(col, None)
     if not speculative:
         row.update(method="none", draft="", k=0)
-        for col in ("acceptance_rate", "mean_accepted_tokens", "acceptance_per_position"):
+        for col in ACCEPTANCE_COLUMNS:
             row.pop(col, None)
     seqs = defaults.max_num_seqs
     # One table, one predict: the decode steps at every batch size, then one steady-state

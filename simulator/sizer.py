@@ -14,6 +14,7 @@ from simulator.acceptance import positions_from_tau
 from simulator.catalog import method_decay
 from simulator.errors import InputError
 from simulator.predict import predict
+from simulator.scenarios import ACCEPTANCE_COLUMNS
 from simulator.sweep import build_grid
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -39,11 +40,7 @@ class SizingResult:
 
 
 def _acceptance_cols(base: dict) -> dict:
-    return {
-        c: base[c]
-        for c in ("acceptance_rate", "mean_accepted_tokens", "acceptance_per_position")
-        if base.get(c) not in (None, "")
-    }
+    return {c: base[c] for c in ACCEPTANCE_COLUMNS if base.get(c) not in (None, "")}
 
 
 def price_grid(
@@ -70,7 +67,7 @@ def price_grid(
         decay = method_decay(str(base.get("method", "")), float(base.get("mtp_depth") or 1))
         pos = positions_from_tau(float(acc["mean_accepted_tokens"]), k_given, max(k_max, 1), decay)
         acc = {"acceptance_per_position": ";".join(f"{p:.6f}" for p in np.ravel(pos))}
-    for c in ("acceptance_rate", "mean_accepted_tokens", "acceptance_per_position", "k"):
+    for c in (*ACCEPTANCE_COLUMNS, "k"):
         base.pop(c, None)
     method = base.get("method", "none")
     off = build_grid({**base, "method": "none", "draft": ""}, k=[0], batch_size=batches)
