@@ -441,8 +441,13 @@ def run(
         cond[:, 0] = levels
     paths = _Paths(rng_accept, np.cumprod(cond, axis=1), o_len, by_k)
 
-    filled = np.zeros(n, np.int64)  # prompt tokens (recomputed ones after a preemption) in KV
-    target = p_len.copy()  # tokens to prefill before the request decodes
+    # Scalar per-request state lives in lists (a list item costs a fraction of a numpy
+    # scalar's access); what segments read and write in bulk stays in arrays.
+    p_list = p_len.tolist()
+    o_list = o_len.tolist()
+    filled = [0] * n  # prompt tokens (recomputed ones after a preemption) in KV
+    target = list(p_list)  # tokens to prefill before the request decodes
+    chunk = [0] * n
     generated = np.zeros(n, np.int64)  # as of the start of the current decode segment
     done_rounds = np.zeros(n, np.int64)  # decode rounds, as of the same
     kv_off = np.zeros(n, np.int64)  # KV tokens minus generated tokens while decoding
@@ -455,17 +460,18 @@ def run(
     first = np.full(n, np.nan)
     finish = np.full(n, np.nan)
     last_emit = np.full(n, np.nan)
-    chunk = np.zeros(n, np.int64)
     closed: list[tuple[np.ndarray, ...]] = []
     log: list[tuple[int, int, float, float]] = []  # (first step, steps, clock, step ms)
     queue_t: list[float] = []
     queue_n: list[int] = []
     waiting: deque[int] = deque()
-    running: list[int] = []
+    # Insertion-ordered sets (dicts): removing a finished request costs O(1), and the
+    # order is the order of a list the finished ones were filtered out of.
+    running: dict[int, None] = {}
     prefilling: list[int] = []
-    decoding: list[int] = []
+    decoding: dict[int, None] = {}
     dec = np.zeros(0, np.int64)
-    dec_flat = dec_kv = dec_finish = dec
+    dec_flat = dec_reserve = dec_finish = dec
     dec_first = 0
     changed = False
     step, clock, done, arrived, preemptions = 0, 0.0, 0, 0, 0
@@ -473,6 +479,21 @@ def run(
     next_closed = min(load.concurrency or 0, n)
     model = by_k[kmax] if schedule is None else model
     k = model.k if schedule is None else -1
+    decode_ms = [] if schedule is not None else model.decode_ms.tolist()
+
+    def view():
+        """The decoding requests as arrays: ids, path offsets, finish steps, the first
+        finish, and `reserve`, which with the path's tokens gives each one's KV blocks
+        this step, `(cum[flat + step] + reserve) // BLOCK_SIZE` (with K = 0, `reserve`
+        already holds `flat`: `(reserve + step) // BLOCK_SIZE`)."""
+        dec = np.fromiter(decoding, np.int64, len(decoding))
+        finish = finish_step[dec]
+        flat = flat_at[dec]
+        # vLLM reserves the step's new tokens and the draft's lookahead slots.
+        reserve = kv_at[dec] + (k + model.lookahead + BLOCK_SIZE - 1)
+        if not k:
+            reserve += flat
+        return dec, flat, reserve, finish, int(finish.min()) if len(dec) else 0
 
     def open_segments(ids: np.ndarray) -> None:
         seg_step[ids] = step
@@ -511,9 +532,7 @@ def run(
 
     while done < n:
         if changed:
-            dec, dec_flat, dec_kv, dec_finish, dec_first = _view(
-                decoding, flat_at, kv_at, finish_step
-            )
+            dec, dec_flat, dec_reserve, dec_finish, dec_first = view()
             changed = False
         if schedule is not None:
             picked = schedule.pick(len(running) + (1 if waiting else 0))
@@ -522,74 +541,74 @@ def run(
                     close_segments(dec)
                     model, k = picked, picked.k
                     open_segments(dec)
-                    dec, dec_flat, dec_kv, dec_finish, dec_first = _view(
-                        decoding, flat_at, kv_at, finish_step
-                    )
                 model, k = picked, picked.k
+                decode_ms = model.decode_ms.tolist()
+                dec, dec_flat, dec_reserve, dec_finish, dec_first = view()
         per_decode = 1 + k
         while arrived < n and arrival[arrived] <= clock:
             waiting.append(arrived)
             arrived += 1
         if not running and not waiting:
-            if arrived >= n or not np.isfinite(arrival[arrived]):
+            if arrived >= n or not math.isfinite(arrival[arrived]):
                 break
             clock = float(arrival[arrived])
             continue
         left = max_num_batched_tokens - len(dec) * per_decode
         used = 0
+        prefill_tokens = 0
         for r in prefilling:
-            chunk[r] = max(0, min(int(target[r] - filled[r]), left))
-            left -= chunk[r]
-            used += -(-(filled[r] + chunk[r]) // BLOCK_SIZE)
+            c = max(0, min(target[r] - filled[r], left))
+            chunk[r] = c
+            left -= c
+            prefill_tokens += c
+            used += -(-(filled[r] + c) // BLOCK_SIZE)
         if len(dec):
-            at = dec_flat + step
-            kv_now = (paths.cum[k][at] if k else at) + dec_kv
-            used += int(
-                ((kv_now + (per_decode + model.lookahead - 1 + BLOCK_SIZE - 1)) // BLOCK_SIZE).sum()
-            )
+            blocks = (
+                paths.cum[k][dec_flat + step] + dec_reserve if k else dec_reserve + step
+            ) // BLOCK_SIZE
+            used += int(blocks.sum())
         while running and used > model.kv_blocks:
-            victim = running.pop()
+            victim = running.popitem()[0]
             preemptions += 1
             if victim in prefilling:
                 prefilling.remove(victim)
                 left += chunk[victim]
+                prefill_tokens -= chunk[victim]
                 used -= -(-(filled[victim] + chunk[victim]) // BLOCK_SIZE)
             else:
-                where = decoding.index(victim)
-                used -= int(-(-(kv_now[where] + per_decode + model.lookahead - 1) // BLOCK_SIZE))
+                where = list(decoding).index(victim)
+                used -= int(blocks[where])
                 close_segments(np.array([victim]))
-                decoding.pop(where)
-                kv_now = np.delete(kv_now, where)
+                del decoding[victim]
+                blocks = np.delete(blocks, where)
                 changed = True
             chunk[victim] = 0
-            target[victim] = p_len[victim] + generated[victim]
+            target[victim] = p_list[victim] + int(generated[victim])
             filled[victim] = 0
             waiting.appendleft(victim)
         while waiting and len(running) < max_num_seqs and left > 0:
             r = waiting[0]
-            take = min(int(target[r]), left)
+            take = min(target[r], left)
             extra = -(-take // BLOCK_SIZE)
             if used + extra > model.kv_blocks:
                 break
             waiting.popleft()
-            running.append(r)
+            running[r] = None
             prefilling.append(r)
             chunk[r] = take
             left -= take
+            prefill_tokens += take
             used += extra
         if changed:
-            dec, dec_flat, dec_kv, dec_finish, dec_first = _view(
-                decoding, flat_at, kv_at, finish_step
-            )
+            dec, dec_flat, dec_reserve, dec_finish, dec_first = view()
             changed = False
         if not running:
-            if arrived < n and np.isfinite(arrival[arrived]):
+            if arrived < n and math.isfinite(arrival[arrived]):
                 clock = max(clock, float(arrival[arrived]))
                 continue
             break
-        prefill_tokens = int(sum(chunk[r] for r in prefilling))
         step_ms = float(
-            model.decode_ms[min(len(dec), len(model.decode_ms) - 1)]
+            decode_ms[min(len(dec), len(decode_ms) - 1)]
             + model.prefill_ms_per_token * prefill_tokens
         )
         rounds = 1
@@ -598,7 +617,7 @@ def run(
             # free up only when a request finishes): steps repeat until the next arrival,
             # the first finish, or the point where the KV cache could run out.
             rounds = dec_first - step
-            if arrived < n and np.isfinite(arrival[arrived]):
+            if arrived < n and math.isfinite(arrival[arrived]):
                 rounds = min(rounds, math.floor((arrival[arrived] - clock) / step_ms))
             growth = len(dec) * (per_decode + model.lookahead)
             rounds = max(1, min(rounds, (model.kv_blocks - used) * BLOCK_SIZE // growth))
@@ -621,36 +640,36 @@ def run(
                 if generated[r] == 0:
                     first[r] = last_emit[r] = clock
                     generated[r] = 1
-                    (ended if o_len[r] <= 1 else fresh).append(r)
+                    (ended if o_list[r] <= 1 else fresh).append(r)
                 else:
                     kv_off[r] = filled[r] - generated[r]
                     resumed.append(r)
             if fresh:
                 base, need = paths.fresh(k)
-                for r in fresh:
-                    kv_off[r] = p_len[r] - 1
-                    seg_step[r], seg_prev[r], seg_k[r] = step, clock, k
-                    flat_at[r] = paths.off[r] - step
-                    kv_at[r] = p_len[r] - base[r]
-                    finish_step[r] = step + need[r]
+                ids = np.array(fresh, dtype=np.int64)
+                kv_off[ids] = p_len[ids] - 1
+                seg_step[ids], seg_prev[ids], seg_k[ids] = step, clock, k
+                flat_at[ids] = paths.off[ids] - step
+                kv_at[ids] = p_len[ids] - base[ids]
+                finish_step[ids] = step + need[ids]
+                decoding.update(dict.fromkeys(fresh))
             if resumed:
                 open_segments(np.array(resumed, dtype=np.int64))
+                decoding.update(dict.fromkeys(resumed))
             if fresh or resumed:
-                decoding.extend(fresh)
-                decoding.extend(resumed)
                 changed = True
         if len(dec) and dec_first <= step:
             # A finished request's last segment stays in the per-request arrays.
-            over = dec[dec_finish <= step]
-            gone = set(over.tolist())
-            decoding = [r for r in decoding if r not in gone]
-            ended.extend(gone)
+            over = dec[dec_finish <= step].tolist()
+            for r in over:
+                del decoding[r]
+            ended.extend(over)
             changed = True
         if ended:
             finish[ended] = clock
             done += len(ended)
-            gone = set(ended)
-            running = [r for r in running if r not in gone]
+            for r in ended:
+                del running[r]
             if load.concurrency is not None:
                 for _ in range(len(ended)):
                     if next_closed < n:
@@ -756,13 +775,6 @@ def _itl(paths: _Paths, log, segments, o_len):
         np.concatenate([w[m] for w, m in zip(token_w, keep, strict=True)]),
     )
     return chunk, token
-
-
-def _view(decoding: list[int], flat_at, kv_at, finish_step):
-    """The decoding requests as an array, with their path offsets and finish steps."""
-    dec = np.array(decoding, dtype=np.int64)
-    finish = finish_step[dec]
-    return dec, flat_at[dec], kv_at[dec], finish, int(finish.min()) if len(dec) else 0
 
 
 PERCENTILES = (50, 90, 99)
