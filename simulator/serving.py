@@ -129,6 +129,33 @@ def _positions(row: pd.Series, k: int) -> np.ndarray:
     return np.ravel(acceptance.positions_iid(float(row["alpha"]), k))
 
 
+LOAD_COLUMNS = ("batch_size", "request_rate", "serving")
+"""Scenario columns the load decides in a request-level run (the batch each step forms),
+not the scenario: a step model leaves them out."""
+
+SPECULATIVE_COLUMNS = (
+    "draft",
+    "verify_tokens",
+    "draft_context_len",
+    "medusa_heads",
+    "mtp_depth",
+    *ACCEPTANCE_COLUMNS,
+)
+"""Scenario columns only speculation reads (with `method` and `k`): the baseline arm's
+step model leaves them out."""
+
+
+def arm_scenario(scenario: dict, speculative: bool) -> dict:
+    """The scenario as one arm's step model reads it: without the load's columns, and for
+    the baseline with method none, K 0 and no speculative column. Two scenarios that differ
+    only in what speculation reads (the method, K, the acceptance) have one baseline."""
+    row = {c: v for c, v in scenario.items() if c not in LOAD_COLUMNS}
+    if not speculative:
+        row = {c: v for c, v in row.items() if c not in SPECULATIVE_COLUMNS}
+        row.update(method="none", k=0)
+    return row
+
+
 def step_model(
     scenario: dict,
     *,
@@ -138,23 +165,13 @@ def step_model(
     gpus=None,
     models=None,
 ) -> StepModel:
-    """Price an engine step by the number of decoding requests, for one arm."""
-    row = dict(scenario)
-    for col in ("batch_size", "request_rate", "serving"):
-        row.pop(col, None)
-    if not speculative:
-        row.update(method="none", draft="", k=0)
-        for col in ACCEPTANCE_COLUMNS:
-            row.pop(col, None)
+    """Price an engine step by the number of decoding requests, for one arm
+    (`arm_scenario` says what of the scenario it reads)."""
+    row = arm_scenario(scenario, speculative)
     seqs = defaults.max_num_seqs
     # One table, one predict: the decode steps at every batch size, then one steady-state
     # step (its prefill per token), then the baseline's step at batch 1.
-    base_first = {
-        **{c: v for c, v in row.items() if c not in ACCEPTANCE_COLUMNS},
-        "method": "none",
-        "draft": "",
-        "k": 0,
-    }
+    base_first = arm_scenario(row, False)
     rows = [{**row, "serving": "decode_only"}] * seqs + [
         {**row, "serving": "steady"},
         {**base_first, "serving": "decode_only"},
@@ -835,6 +852,14 @@ def summarise(
     return out
 
 
+def arms(scenario: dict) -> tuple[tuple[str, bool], ...]:
+    """(arm, speculative) of each arm `run_arms` runs: the baseline, and the speculative
+    arm unless the method is none."""
+    if str(scenario.get("method", "none")) != "none":
+        return (("baseline", False), ("spec", True))
+    return (("baseline", False),)
+
+
 def price_arms(
     scenario: dict,
     prompt_mean: float,
@@ -849,12 +874,10 @@ def price_arms(
     """The step model of each arm of `run_arms`, (arm, model): the baseline, and the
     speculative arm unless the method is none. They depend on the scenario and the mean
     lengths, not on the load, so a caller that sweeps the load prices them once."""
-    speculative = str(scenario.get("method", "none")) != "none"
-    arms = (("baseline", False), ("spec", True)) if speculative else (("baseline", False),)
     sized = {**scenario, "prompt_len": prompt_mean, "output_len": output_mean}
     priced = dict(defaults=defaults, calibration=calibration, gpus=gpus, models=models)
     out = []
-    for arm, spec in arms:
+    for arm, spec in arms(scenario):
         if spec and k_schedule:
             out.append((arm, schedule_model(sized, k_schedule, **priced)))
         else:

@@ -14,9 +14,11 @@ from simulator.serving import (
     LENGTH_KINDS,
     Lengths,
     Load,
+    arm_scenario,
+    arms,
     latency_summary,
-    price_arms,
     run_arms,
+    step_model,
     summarise_arms,
 )
 
@@ -25,50 +27,79 @@ DEFAULT_REQUESTS = 300
 MAX_POINTS = 12
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _arm_models(scenario: tuple, p_mean: float, o_mean: float, cal: str):
-    """Each arm's step model: the same for every load point of a scenario."""
+# The cached functions below take the scenario twice: as text, the key Streamlit hashes
+# (0.008 ms, where the tuple of its 16 pairs took 0.29 ms, some 40 times a rerun), and as
+# a dict, `_`-named so that Streamlit does not hash it.
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _arm_model(arm_key: str, _arm: dict, speculative: bool, p_mean: float, o_mean: float, cal: str):
+    """One arm's step model, the same for every load point; `_arm` is the scenario as that
+    arm reads it (`arm_scenario`), `arm_key` its text."""
     calibration = sim.current_calibration().calibration if cal else None
-    return price_arms(dict(scenario), p_mean, o_mean, calibration=calibration)
+    sized = {**_arm, "prompt_len": p_mean, "output_len": o_mean}
+    return step_model(sized, speculative=speculative, calibration=calibration)
 
 
-@st.cache_resource(show_spinner=False, max_entries=256)
-def _runs(scenario: tuple, load: tuple, lengths: tuple, spread: float, cal: str):
-    """One load point's runs, both arms; cached on every input the simulation reads (the
-    calibration by its key), not on the SLOs, which only the summary reads. A resource
-    cache: the runs are shared, never copied (nothing changes them), so a new SLO
-    re-summarises them without unpickling each run's tables."""
+@st.cache_resource(show_spinner=False, max_entries=512)
+def _arm_run(
+    name: str,
+    speculative: bool,
+    arm_key: str,
+    _arm: dict,
+    load: tuple,
+    lengths: tuple,
+    spread: float,
+    cal: str,
+) -> tuple:
+    """One arm's run at one load point and its `latency_summary` (the percentiles, which
+    no SLO changes): ((arm, K, run), latencies). Cached on what that arm's simulation
+    reads: the baseline's on the scenario without what only speculation reads (and no
+    acceptance spread), so a new K, acceptance or spread simulates the speculative arm
+    alone. A resource cache: runs are shared, never copied (nothing changes them), so a
+    new SLO re-summarises them without unpickling each run's tables."""
     rate, concurrency, requests, seed = load
     (p_kind, p_mean, p_spread), (o_kind, o_mean, o_spread) = lengths
-    return run_arms(
-        dict(scenario),
+    arm = run_arms(
+        _arm,
         Load(requests=requests, rate=rate, concurrency=concurrency, seed=seed),
         Lengths(p_mean, p_kind, p_spread),
         Lengths(o_mean, o_kind, o_spread),
         acceptance_spread=spread,
-        arm_models=_arm_models(scenario, p_mean, o_mean, cal),
-    )
+        arm_models=[(name, _arm_model(arm_key, _arm, speculative, p_mean, o_mean, cal))],
+    )[0]
+    return arm, latency_summary(arm[2])
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
-def _latencies(scenario: tuple, load: tuple, lengths: tuple, spread: float, cal: str):
-    """Each arm's `latency_summary` at one load point: the percentiles, which no SLO
-    changes."""
-    return [latency_summary(run) for _, _, run in _runs(scenario, load, lengths, spread, cal)]
-
-
-@st.cache_data(show_spinner=False, max_entries=512)
-def _point(scenario: tuple, load: tuple, lengths: tuple, spread: float, slos: tuple, cal: str):
+def _point(
+    scenario_key: str,
+    _scenario: dict,
+    load: tuple,
+    lengths: tuple,
+    spread: float,
+    slos: tuple,
+    cal: str,
+):
     """One load point, both arms, summarised against the SLOs; cached, so a change to an
     input no simulation reads (requests per day) costs no summary either, and a new SLO
     only counts the requests that meet it."""
+    runs, latencies = [], []
+    for name, speculative in arms(_scenario):
+        arm = arm_scenario(_scenario, speculative)
+        spread_read = spread if speculative else 0.0
+        run, latency = _arm_run(
+            name, speculative, repr(sorted(arm.items())), arm, load, lengths, spread_read, cal
+        )
+        runs.append(run)
+        latencies.append(latency)
     rate, concurrency, requests, seed = load
     return summarise_arms(
-        _runs(scenario, load, lengths, spread, cal),
+        runs,
         Load(requests=requests, rate=rate, concurrency=concurrency, seed=seed),
         slo_ttft_ms=slos[0],
         slo_tpot_ms=slos[1],
-        latencies=_latencies(scenario, load, lengths, spread, cal),
+        latencies=latencies,
     )
 
 
@@ -138,7 +169,13 @@ try:
     for i, (rate, concurrency) in enumerate(loads):
         frames.append(
             _point(
-                key, (rate, concurrency, requests, 0), lengths, spread, (slo_ttft, slo_tpot), cal
+                repr(key),
+                dict(key),
+                (rate, concurrency, requests, 0),
+                lengths,
+                spread,
+                (slo_ttft, slo_tpot),
+                cal,
             )
         )
         progress.progress((i + 1) / len(loads), text=f"Simulated {i + 1} of {len(loads)} loads")

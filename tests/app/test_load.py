@@ -59,3 +59,34 @@ def test_latency_figure_has_p50_and_p99_per_arm_and_the_slo(metric):
     names = [t.name for t in fig.data]
     assert names == ["baseline P50", "baseline P99", "spec P50", "spec P99"]
     assert any(shape.y0 == 7.5 for shape in fig.layout.shapes)
+
+
+def test_a_new_k_simulates_the_speculative_arm_alone(app, monkeypatch):
+    import streamlit as st
+
+    from simulator import serving
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    ran = []
+    real = serving.run
+
+    def counted(model, *args, **kwargs):
+        ran.append(model.k)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(serving, "run", counted)
+    at = app("load", state={"load_points": 3, "load_requests": 100})
+    assert sorted(ran) == [0, 0, 0, 3, 3, 3]
+    before = at.dataframe[0].value
+    ran.clear()
+    at.number_input(key="load_k").set_value(5).run()
+    assert not at.exception
+    assert ran == [5, 5, 5]  # the baseline's runs are the ones already made
+    after = at.dataframe[0].value
+    baseline = before["arm"] == "baseline"
+    pd.testing.assert_frame_equal(
+        before[baseline].reset_index(drop=True),
+        after[after["arm"] == "baseline"].reset_index(drop=True),
+    )
+    assert set(after.loc[after["arm"] == "spec", "k"]) == {5}

@@ -4,6 +4,8 @@ into a near-valid one.
 
 Size: `SPECPLAN_FUZZ=long` (`make fuzz`) runs LONG_CASES per test, anything else CI_CASES
 (part of `make test`). Both are derandomized: the same cases on every run.
+`SPECPLAN_FUZZ=explore` draws LONG_CASES other cases per run, from pytest's
+`--hypothesis-seed=N` (the same N, the same cases), to look past the fixed set.
 """
 
 from __future__ import annotations
@@ -72,7 +74,11 @@ settings.register_profile(
 settings.register_profile(
     "fuzz-long", parent=settings.get_profile("fuzz-ci"), max_examples=LONG_CASES
 )
-FUZZ = settings.get_profile("fuzz-long" if LONG else "fuzz-ci")
+settings.register_profile(
+    "fuzz-explore", parent=settings.get_profile("fuzz-long"), derandomize=False
+)
+EXPLORE = os.environ.get("SPECPLAN_FUZZ", "") == "explore"
+FUZZ = settings.get_profile("fuzz-explore" if EXPLORE else "fuzz-long" if LONG else "fuzz-ci")
 """Decorate each fuzz test with this (not loaded globally: the rest of the suite keeps its
 own hypothesis settings)."""
 

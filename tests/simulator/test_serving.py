@@ -428,3 +428,41 @@ def test_a_latency_summary_computed_once_serves_every_slo(models):
         assert list(fresh) == list(reused) and "span_s" not in fresh
         assert fresh == pytest.approx(reused, nan_ok=True)
     assert fresh["slo_attainment"] == 1.0
+
+
+def test_the_baseline_reads_nothing_only_speculation_reads():
+    from simulator.serving import arm_scenario
+
+    plain = dict(target="llama-3.1-8b", gpu="h100-sxm", prompt_len=512, output_len=128)
+    variants = [
+        {**EAGLE3, **plain},
+        {**plain, "method": "draft_model", "draft": "llama-3.2-1b", "k": 5, "acceptance_rate": 0.6},
+        {**plain, "method": "medusa", "medusa_heads": 4, "k": 4, "verify_tokens": 16},
+        {**plain, "method": "none"},
+    ]
+    rows = [arm_scenario(v, False) for v in variants]
+    assert all(r == rows[0] for r in rows)
+    assert arm_scenario({**plain, "batch_size": 8, "request_rate": 2.0}, True) == plain
+    models = [step_model(v, speculative=False) for v in variants]
+    for m in models[1:]:
+        np.testing.assert_array_equal(m.decode_ms, models[0].decode_ms)
+        assert (m.kv_blocks, m.prefill_ms_per_token) == (
+            models[0].kv_blocks,
+            models[0].prefill_ms_per_token,
+        )
+
+
+def test_the_baseline_run_does_not_depend_on_the_acceptance_spread(models):
+    load = Load(requests=200, rate=20.0, seed=4)
+    runs = [
+        run(
+            models[False],
+            load,
+            Lengths(512, "lognormal", 0.5),
+            Lengths(128, "lognormal", 0.5),
+            acceptance_spread=s,
+        )
+        for s in (0.0, 0.3)
+    ]
+    assert runs[0].requests.equals(runs[1].requests)
+    assert runs[0].steps == runs[1].steps
