@@ -663,12 +663,12 @@ def run(
                     resumed.append(r)
             if fresh:
                 base, need = paths.fresh(k)
-                ids = np.array(fresh, dtype=np.int64)
-                kv_off[ids] = p_len[ids] - 1
-                seg_step[ids], seg_prev[ids], seg_k[ids] = step, clock, k
-                flat_at[ids] = paths.off[ids] - step
-                kv_at[ids] = p_len[ids] - base[ids]
-                finish_step[ids] = step + need[ids]
+                for r in fresh:
+                    kv_off[r] = p_list[r] - 1
+                    seg_step[r], seg_prev[r], seg_k[r] = step, clock, k
+                    flat_at[r] = paths.off[r] - step
+                    kv_at[r] = p_list[r] - base[r]
+                    finish_step[r] = step + need[r]
                 decoding.update(dict.fromkeys(fresh))
             if resumed:
                 open_segments(np.array(resumed, dtype=np.int64))
@@ -738,8 +738,9 @@ def _itl(paths: _Paths, log, segments, o_len):
     empty = (np.zeros(0), np.zeros(0))
     if not log:
         return empty, empty
-    first_step, steps, clock, step_ms = (np.array(c) for c in zip(*log, strict=True))
-    steps = steps.astype(np.int64)
+    table = np.array(log, dtype=float)  # exact: step counts stay far below 2**53
+    first_step, steps = table[:, 0].astype(np.int64), table[:, 1].astype(np.int64)
+    clock, step_ms = table[:, 2], table[:, 3]
     total = int(steps.sum())
     entry = np.repeat(np.arange(len(steps)), steps)
     ends = np.repeat(clock, steps) + (np.arange(total) - first_step[entry] + 1) * step_ms[entry]
@@ -767,8 +768,9 @@ def _itl(paths: _Paths, log, segments, o_len):
         j = np.arange(int(later.sum())) - np.repeat(np.cumsum(later) - later, later) + 1
         at = start[seg] + j
         tokens = np.empty(len(seg), np.int64)
-        for k in np.unique(ks[many]):
-            m = ks[seg] == k
+        kinds = np.unique(ks[many])
+        for k in kinds:
+            m = ks[seg] == k if len(kinds) > 1 else slice(None)
             r, d, b, jm = req[seg][m], done[seg][m], before[seg][m], j[m]
             upto = paths.tokens(int(k), r, d, d + jm + 1)
             prior = paths.tokens(int(k), r, d, d + jm)
