@@ -355,7 +355,14 @@ def cmd_serve(args) -> int:
     import pandas as pd
 
     from simulator.scenarios import check_columns, validate_scenarios
-    from simulator.serving import Lengths, Load, price_arms, simulate
+    from simulator.serving import (
+        Lengths,
+        Load,
+        arm_scenario,
+        price_arms,
+        run_arms,
+        summarise_arms,
+    )
 
     gpus, models = _catalogs(args)
     table = pd.concat(list(read_blocks(args.inp, WRITE_BLOCK_ROWS)), ignore_index=True)
@@ -410,6 +417,10 @@ def cmd_serve(args) -> int:
             "the load from --rate or --concurrency and simulates continuous batching"
         )
     priced = dict(calibration=calibration, gpus=gpus, models=models)
+    slos = dict(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms)
+    # The baseline's summary per (scenario as the baseline reads it, load, lengths): rows
+    # that differ only in what speculation reads (K, method, acceptance) share one run.
+    baselines: dict = {}
     rows = []
     for i, raw in table.iterrows():
         scenario = {c: v for c, v in raw.items() if pd.notna(v) and str(v).strip() != ""}
@@ -432,16 +443,25 @@ def cmd_serve(args) -> int:
             try:
                 if arm_models is None:
                     arm_models = price_arms(scenario, prompt_mean, output_mean, **priced)
-                out = simulate(
-                    scenario,
-                    load,
-                    *lengths,
-                    acceptance_spread=args.acceptance_spread,
-                    slo_ttft_ms=args.slo_ttft_ms,
-                    slo_tpot_ms=args.slo_tpot_ms,
-                    arm_models=arm_models,
-                    **priced,
-                )
+                parts = []
+                for arm, model in arm_models:
+                    key = None
+                    if arm == "baseline":
+                        key = (repr(sorted(arm_scenario(scenario, False).items())), load, *lengths)
+                    part = baselines.get(key)
+                    if part is None:
+                        ran = run_arms(
+                            scenario,
+                            load,
+                            *lengths,
+                            acceptance_spread=args.acceptance_spread,
+                            arm_models=[(arm, model)],
+                        )
+                        part = summarise_arms(ran, load, **slos)
+                        if key is not None:
+                            baselines[key] = part
+                    parts.append(part)
+                out = pd.concat(parts, ignore_index=True)
                 out["status"] = "ok"
             except InputError as exc:
                 if exc.field != "scenario":

@@ -466,3 +466,34 @@ def test_the_baseline_run_does_not_depend_on_the_acceptance_spread(models):
     ]
     assert runs[0].requests.equals(runs[1].requests)
     assert runs[0].steps == runs[1].steps
+
+
+def test_serve_simulates_a_baseline_shared_by_rows_once_per_load(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from simulator import serving
+    from simulator.__main__ import main
+
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    src.write_text(
+        "target,gpu,method,k,mean_accepted_tokens,prompt_len,output_len\n"
+        "llama-3.1-8b,h100-sxm,eagle3,2,2.5,256,64\n"
+        "llama-3.1-8b,h100-sxm,eagle3,3,2.8,256,64\n"
+        "llama-3.1-8b,h100-sxm,none,,,256,64\n"
+    )
+    ran = []
+    real = serving.run
+
+    def counted(model, *args, **kwargs):
+        ran.append(model.k)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(serving, "run", counted)
+    argv = ["serve", "--in", str(src), "--out", str(out), "--rate", "1,4", "--requests", "60"]
+    assert main(argv) == 0
+    assert sorted(ran) == [0, 0, 2, 2, 3, 3]  # one baseline per load, for all three rows
+    table = pd.read_csv(out)
+    assert len(table) == 5 * 2  # (baseline, spec) twice and the none row, per load
+    base = table[table["arm"] == "baseline"].drop(columns=["scenario", "method"])
+    for _, same_load in base.groupby("rate"):
+        assert len(same_load.drop_duplicates()) == 1
