@@ -356,6 +356,8 @@ def cmd_serve(args) -> int:
 
     from simulator.scenarios import check_columns, validate_scenarios
     from simulator.serving import (
+        MAX_ACCEPTANCE_SPREAD,
+        MAX_LOG_SPREAD,
         Lengths,
         Load,
         arm_scenario,
@@ -396,14 +398,28 @@ def cmd_serve(args) -> int:
     try:
         loads = [Load(requests=args.requests, seed=args.seed, **load) for load in loads]
     except InputError as exc:
-        flag = {"rate": "--rate", "concurrency": "--concurrency"}.get(exc.field, "--requests")
-        raise InputError(exc.bare_message, field=flag) from None
-    if not (np.isfinite(args.acceptance_spread) and args.acceptance_spread >= 0):
-        raise InputError(f"{args.acceptance_spread} must be >= 0", field="--acceptance-spread")
+        flags = {"rate": "--rate", "concurrency": "--concurrency", "seed": "--seed"}
+        raise InputError(exc.bare_message, field=flags.get(exc.field, "--requests")) from None
+    if not (
+        np.isfinite(args.acceptance_spread) and 0 <= args.acceptance_spread <= MAX_ACCEPTANCE_SPREAD
+    ):
+        raise InputError(
+            f"{args.acceptance_spread} is outside 0..{MAX_ACCEPTANCE_SPREAD:g}",
+            field="--acceptance-spread",
+        )
+    for flag, value in (("--slo-ttft-ms", args.slo_ttft_ms), ("--slo-tpot-ms", args.slo_tpot_ms)):
+        if not (np.isfinite(value) and value > 0):
+            raise InputError(f"{value} must be a positive number of ms", field=flag)
     if args.lengths == "fixed" and args.length_spread != 0:
         raise InputError(
             "fixed lengths have no spread: give --lengths uniform or lognormal with it",
             field="--length-spread",
+        )
+    most = 1.0 if args.lengths == "uniform" else MAX_LOG_SPREAD
+    if not (np.isfinite(args.length_spread) and 0 <= args.length_spread <= most):
+        what = "a share of the mean" if args.lengths == "uniform" else "the log's s.d."
+        raise InputError(
+            f"{args.length_spread} is outside 0..{most:g} ({what})", field="--length-spread"
         )
     set_aside = [
         str(c).strip()
@@ -463,6 +479,13 @@ def cmd_serve(args) -> int:
                     parts.append(part)
                 out = pd.concat(parts, ignore_index=True)
                 out["status"] = "ok"
+                for arm, refused in zip(out["arm"], out["refused"], strict=True):
+                    if refused:
+                        _log(
+                            f"warning: scenario {i + 1}, {where}, {arm}: {refused} of "
+                            f"{load.requests} requests are longer than the KV cache holds "
+                            "and were refused (no latencies)"
+                        )
             except InputError as exc:
                 if exc.field != "scenario":
                     raise InputError(

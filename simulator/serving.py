@@ -6,7 +6,9 @@ scheduler: one token budget per step (`max_num_batched_tokens`), running request
 then waiting ones in arrival order while `max_num_seqs` and the KV blocks allow; prompts
 prefill in chunks inside the same forward as the decodes; when the KV cache runs out, the
 newest running request is preempted (its blocks freed, its prompt and output recomputed
-later). An event loop over engine steps, numpy over the requests of a step.
+later). A request longer than the whole KV cache holds is refused on arrival (NaN
+latencies, counted in `refused`). An event loop over engine steps, numpy over the
+requests of a step.
 
 Step time. Every step is priced by the simulator's own step model (`predict`, with a
 profile's calibration where given): a table of the decode (or draft + verify) step in ms
@@ -48,6 +50,15 @@ from simulator.predict import predict
 from simulator.scenarios import ACCEPTANCE_COLUMNS
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
+MAX_LOG_SPREAD = 3.0
+"""Largest standard deviation of log length a lognormal takes: at 3 its mean already sits
+90x above its median (e^(3^2/2)), carried by a few requests."""
+MAX_REQUESTS = 200_000
+"""Most requests one run simulates (about 20 s on a 2-core machine; 10,000 already pin a
+P99 to a few per cent)."""
+MAX_ACCEPTANCE_SPREAD = 0.5
+"""Largest standard deviation of per-request acceptance: no distribution on [0, 1] has a
+wider one."""
 BLOCK_SIZE = 16
 """Tokens per KV block (vLLM's default block size)."""
 
@@ -68,6 +79,18 @@ class Lengths:
             raise InputError(f"{self.mean} must be at least 1", field="mean")
         if not (np.isfinite(self.spread) and self.spread >= 0):
             raise InputError(f"{self.spread} must be >= 0", field="spread")
+        if self.kind == "lognormal" and self.spread > MAX_LOG_SPREAD:
+            raise InputError(
+                f"{self.spread:g} is above {MAX_LOG_SPREAD:g}, the most a lognormal's log "
+                "standard deviation may be",
+                field="spread",
+            )
+        if self.kind == "uniform" and self.spread > self.mean:
+            raise InputError(
+                f"{self.spread:g} is more than the mean {self.mean:g}: uniform lengths run "
+                "from mean - spread to mean + spread",
+                field="spread",
+            )
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if self.kind == "uniform":
@@ -97,8 +120,12 @@ class Load:
             raise InputError(f"{self.rate} must be above 0", field="rate")
         if self.concurrency is not None and self.concurrency < 1:
             raise InputError(f"{self.concurrency} must be at least 1", field="concurrency")
-        if self.requests < 1:
-            raise InputError(f"{self.requests} must be at least 1", field="requests")
+        if not 1 <= self.requests <= MAX_REQUESTS:
+            raise InputError(
+                f"{self.requests} is outside 1..{MAX_REQUESTS:,} requests per run", field="requests"
+            )
+        if self.seed < 0:
+            raise InputError(f"{self.seed} must be a whole number >= 0", field="seed")
 
 
 @dataclass(frozen=True)
@@ -428,6 +455,11 @@ def run(
     the step it started or resumed decoding to the step it stopped), from which the
     inter-token latencies are rebuilt at the end.
     """
+    if not (np.isfinite(acceptance_spread) and 0 <= acceptance_spread <= MAX_ACCEPTANCE_SPREAD):
+        raise InputError(
+            f"{acceptance_spread} is outside 0..{MAX_ACCEPTANCE_SPREAD:g}",
+            field="acceptance_spread",
+        )
     seeds = np.random.SeedSequence(load.seed).spawn(3)
     rng_arrival, rng_lengths, rng_accept = (np.random.default_rng(s) for s in seeds)
     schedule = model if isinstance(model, Schedule) else None
@@ -456,6 +488,84 @@ def run(
         scale = levels / p1 if p1 > 0 else np.zeros(n)
         cond = np.clip(deepest.conditional[None, :] * scale[:, None], 0.0, 1.0)
         cond[:, 0] = levels
+    # A request longer than the whole KV cache holds could never finish (it would preempt
+    # itself for ever): it is refused on arrival, as vLLM's server refuses a request past
+    # max_model_len, which vLLM keeps within the cache. It never enters the engine (in a
+    # closed loop its client sends the next request at once) and its latencies are NaN.
+    capacity = min(m.kv_blocks for m in by_k.values()) * BLOCK_SIZE
+    refused = p_len + o_len + max(m.k + m.lookahead for m in by_k.values()) > capacity
+    limits = dict(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
+    if not refused.any():
+        return _engine(model, load, rng_accept, p_len, o_len, arrival, levels, cond, **limits)
+    keep = np.flatnonzero(~refused)
+    if load.rate is not None:
+        arrival_kept = arrival[keep]
+    else:
+        arrival_kept = np.full(len(keep), np.inf)
+        arrival_kept[: min(load.concurrency, len(keep))] = 0.0
+        arrival = np.full(n, np.nan)  # a refused request of a closed loop takes no turn
+    if len(keep):
+        inner = _engine(
+            model,
+            load,
+            rng_accept,
+            p_len[keep],
+            o_len[keep],
+            arrival_kept,
+            levels[keep],
+            cond[keep],
+            **limits,
+        )
+    else:
+        no_itl = (np.zeros(0), np.zeros(0))
+        inner = RunResult(
+            requests=pd.DataFrame({c: np.zeros(0) for c in ("arrival_ms", *_LATENCIES)}),
+            queue=pd.DataFrame({"time_ms": np.zeros(0), "waiting": np.zeros(0, np.int64)}),
+            itl_chunk_ms=no_itl,
+            itl_token_ms=no_itl,
+            preemptions=0,
+            steps=0,
+            extra={"time_average_in_system": 0.0},
+        )
+    columns = {"arrival_ms": arrival, **dict.fromkeys(_LATENCIES)}
+    for c, values in columns.items():
+        full = np.full(n, np.nan) if values is None else values.copy()
+        full[keep] = inner.requests[c].to_numpy()
+        columns[c] = full
+    inner.requests = pd.DataFrame(
+        {
+            "arrival_ms": columns["arrival_ms"],
+            "prompt_len": p_len,
+            "output_len": o_len,
+            "ttft_ms": columns["ttft_ms"],
+            "tpot_ms": columns["tpot_ms"],
+            "e2e_ms": columns["e2e_ms"],
+            "first_position_acceptance": levels,
+        }
+    )
+    inner.extra["refused"] = int(refused.sum())
+    return inner
+
+
+_LATENCIES = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+def _engine(
+    model,
+    load,
+    rng_accept,
+    p_len,
+    o_len,
+    arrival,
+    levels,
+    cond,
+    max_num_batched_tokens,
+    max_num_seqs,
+) -> RunResult:
+    """`run`'s engine over the requests drawn (every one of which fits the KV cache)."""
+    schedule = model if isinstance(model, Schedule) else None
+    by_k = schedule.models if schedule else {model.k: model}
+    n, kmax = len(p_len), max(by_k)
     paths = _Paths(rng_accept, np.cumprod(cond, axis=1), o_len, by_k)
 
     # Scalar per-request state lives in lists (a list item costs a fraction of a numpy
@@ -801,10 +911,15 @@ PERCENTILES = (50, 90, 99)
 
 def latency_summary(result: RunResult) -> dict:
     """The part of `summarise` no SLO enters: P50/P90/P99 and mean of TTFT, TPOT, ITL (per
-    chunk and per token) and end-to-end latency, throughput, queue and engine counts, and
+    chunk and per token) and end-to-end latency, throughput (of the requests that finished),
+    queue and engine counts (`refused`: requests longer than the KV cache holds), and
     `span_s`, the seconds from the first arrival to the last finish (goodput's divisor)."""
     req = result.requests
-    span_s = (np.nanmax(req["arrival_ms"] + req["e2e_ms"]) - np.nanmin(req["arrival_ms"])) / 1e3
+    finished = np.isfinite(req["e2e_ms"].to_numpy())
+    span_s = 0.0
+    if finished.any():
+        end = np.nanmax(req["arrival_ms"] + req["e2e_ms"])
+        span_s = (end - np.nanmin(req["arrival_ms"])) / 1e3
     out: dict = {}
     for name, (values, weights) in (
         ("ttft", (req["ttft_ms"].to_numpy(), np.ones(len(req)))),
@@ -822,11 +937,13 @@ def latency_summary(result: RunResult) -> dict:
         out[f"{name}_mean_ms"] = (
             float((values[ok] * weights[ok]).sum() / total) if total else np.nan
         )
-    out["throughput_tok_s"] = float(req["output_len"].sum() / span_s) if span_s > 0 else np.nan
-    out["request_throughput_rps"] = float(len(req) / span_s) if span_s > 0 else np.nan
+    tokens = req["output_len"].to_numpy()[finished].sum()
+    out["throughput_tok_s"] = float(tokens / span_s) if span_s > 0 else np.nan
+    out["request_throughput_rps"] = float(finished.sum() / span_s) if span_s > 0 else np.nan
     out["span_s"] = float(span_s)
     out["mean_in_system"] = result.extra.get("time_average_in_system", np.nan)
     out["max_waiting"] = int(result.queue["waiting"].max()) if len(result.queue) else 0
+    out["refused"] = result.extra.get("refused", 0)
     out["preemptions"] = result.preemptions
     out["steps"] = result.steps
     return out

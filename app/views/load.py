@@ -185,6 +185,15 @@ except InputError as exc:
     st.stop()
 progress.empty()
 table = pd.concat(frames, ignore_index=True)
+refused = table.groupby("arm", sort=False)["refused"].max()
+if refused.any():
+    arms_text = ", ".join(f"{count} in the {arm} arm" for arm, count in refused.items() if count)
+    st.warning(
+        f"Some requests are longer (prompt and output) than the KV cache holds: up to "
+        f"{arms_text}, of {requests} per point. They are refused, as vLLM refuses a request "
+        "longer than max_model_len, and count against goodput. Shorter lengths or more GPUs "
+        "avoid it."
+    )
 
 cross = figures_load.tail_crossover(table)
 if not scenario.speculative:

@@ -90,3 +90,23 @@ def test_a_new_k_simulates_the_speculative_arm_alone(app, monkeypatch):
         after[after["arm"] == "baseline"].reset_index(drop=True),
     )
     assert set(after.loc[after["arm"] == "spec", "k"]) == {5}
+
+
+def test_requests_longer_than_the_kv_cache_are_refused_not_simulated_for_ever(app):
+    # An 8B model on one L4 holds about 34,000 tokens of KV cache; lognormal prompts around
+    # 8,000 tokens sometimes pass that. Such a request used to preempt itself for ever.
+    at = app(
+        "load",
+        query={
+            "target": "llama-3.1-8b",
+            "gpu": "l4",
+            "num_gpus": 1,
+            "prompt_len": 8000,
+            "output_len": 64,
+        },
+        state={"load_points": 2, "load_requests": 300},
+    )
+    table = at.dataframe[0].value
+    assert table["refused"].max() >= 1
+    assert any("longer (prompt and output) than the KV cache" in w.value for w in at.warning)
+    assert np.isfinite(table["tpot_p99_ms"]).all()

@@ -186,6 +186,13 @@ def test_serve_cli_writes_a_row_per_scenario_load_and_arm(tmp_path):
         (("--concurrency", "0"), "--concurrency"),
         (("--rate", "1", "--acceptance-spread", "-0.1"), "--acceptance-spread"),
         (("--rate", "1", "--length-spread", "0.3"), "--length-spread"),
+        (("--rate", "1", "--lengths", "lognormal", "--length-spread", "1e300"), "--length-spread"),
+        (("--rate", "1", "--lengths", "uniform", "--length-spread", "5"), "--length-spread"),
+        (("--rate", "1", "--acceptance-spread", "1e300"), "--acceptance-spread"),
+        (("--rate", "1", "--requests", "99999999"), "--requests"),
+        (("--rate", "1", "--seed", "-1"), "--seed"),
+        (("--rate", "1", "--slo-ttft-ms", "nan"), "--slo-ttft-ms"),
+        (("--rate", "1", "--slo-tpot-ms", "-1"), "--slo-tpot-ms"),
     ],
 )
 def test_serve_cli_refuses_bad_loads(tmp_path, flags, field):
@@ -497,3 +504,66 @@ def test_serve_simulates_a_baseline_shared_by_rows_once_per_load(tmp_path, monke
     base = table[table["arm"] == "baseline"].drop(columns=["scenario", "method"])
     for _, same_load in base.groupby("rate"):
         assert len(same_load.drop_duplicates()) == 1
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_a_request_longer_than_the_kv_cache_is_refused_and_the_run_ends(models, closed):
+    from dataclasses import replace
+
+    from simulator.serving import latency_summary, summarise
+
+    small = replace(models[True], kv_blocks=45)  # 720 tokens; prompts around 512 + 128
+    load = Load(requests=60, concurrency=4, seed=3) if closed else Load(requests=60, rate=2.0)
+    result = run(small, load, Lengths(512, "lognormal", 0.5), Lengths(128))
+    req = result.requests
+    too_long = req["prompt_len"] + req["output_len"] + small.k + small.lookahead > 720
+    assert 0 < too_long.sum() < len(req) == 60
+    assert result.extra["refused"] == too_long.sum()
+    assert req.loc[too_long, ["ttft_ms", "tpot_ms", "e2e_ms"]].isna().all().all()
+    assert req.loc[~too_long, ["ttft_ms", "e2e_ms"]].notna().all().all()
+    lat = latency_summary(result)
+    served_tokens = req.loc[~too_long, "output_len"].sum()
+    assert lat["throughput_tok_s"] == pytest.approx(served_tokens / lat["span_s"])
+    assert lat["refused"] == too_long.sum()
+    loose = summarise(result, slo_ttft_ms=1e9, slo_tpot_ms=1e9)
+    assert loose["slo_attainment"] == pytest.approx(1 - too_long.mean())
+
+
+def test_a_kv_cache_too_small_for_every_request_refuses_them_all(models):
+    from dataclasses import replace
+
+    from simulator.serving import summarise
+
+    result = run(
+        replace(models[False], kv_blocks=4), Load(requests=10, rate=1.0), Lengths(512), Lengths(64)
+    )
+    assert result.extra["refused"] == 10 and result.requests["e2e_ms"].isna().all()
+    out = summarise(result, slo_ttft_ms=1000, slo_tpot_ms=50)
+    assert out["slo_attainment"] == 0 and out["refused"] == 10
+
+
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda: Load(requests=10**8, rate=1.0), "requests"),
+        (lambda: Load(requests=10, rate=1.0, seed=-1), "seed"),
+        (lambda: Lengths(512, "lognormal", 4.0), "spread"),
+        (lambda: Lengths(512, "uniform", 600.0), "spread"),
+    ],
+    ids=["requests", "seed", "lognormal", "uniform"],
+)
+def test_loads_and_lengths_past_their_limits_are_refused(make, field):
+    with pytest.raises(InputError) as exc:
+        make()
+    assert exc.value.field == field
+
+
+def test_an_acceptance_spread_wider_than_any_distribution_is_refused(models):
+    with pytest.raises(InputError, match="acceptance_spread"):
+        run(
+            models[True],
+            Load(requests=10, rate=1.0),
+            Lengths(64),
+            Lengths(64),
+            acceptance_spread=0.6,
+        )
