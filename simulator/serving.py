@@ -79,6 +79,7 @@ class Lengths:
             raise InputError(f"{self.mean} must be at least 1", field="mean")
         if not (np.isfinite(self.spread) and self.spread >= 0):
             raise InputError(f"{self.spread} must be >= 0", field="spread")
+        object.__setattr__(self, "spread", abs(float(self.spread)))  # -0.0: numpy refuses it
         if self.kind == "lognormal" and self.spread > MAX_LOG_SPREAD:
             raise InputError(
                 f"{self.spread:g} is above {MAX_LOG_SPREAD:g}, the most a lognormal's log "
@@ -118,8 +119,11 @@ class Load:
             raise InputError("give a rate or a concurrency, not both", field="rate")
         if self.rate is not None and not (np.isfinite(self.rate) and self.rate > 0):
             raise InputError(f"{self.rate} must be above 0", field="rate")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise InputError(f"{self.concurrency} must be at least 1", field="concurrency")
+        if self.concurrency is not None and not 1 <= self.concurrency <= MAX_REQUESTS:
+            raise InputError(
+                f"{self.concurrency} is outside 1..{MAX_REQUESTS:,} requests in flight",
+                field="concurrency",
+            )
         if not 1 <= self.requests <= MAX_REQUESTS:
             raise InputError(
                 f"{self.requests} is outside 1..{MAX_REQUESTS:,} requests per run", field="requests"
@@ -277,9 +281,9 @@ class RunResult:
 
 def _beta_levels(rng, mean: float, spread: float, n: int) -> np.ndarray:
     """First-position acceptance per request: Beta with this mean and standard deviation."""
-    if spread <= 0 or mean <= 0 or mean >= 1:
-        return np.full(n, mean)
     var = min(spread**2, mean * (1 - mean) * 0.999)
+    if var <= 0 or mean <= 0 or mean >= 1:  # a spread of 1e-310 squares to 0 too
+        return np.full(n, mean)
     common = mean * (1 - mean) / var - 1.0
     return rng.beta(mean * common, (1 - mean) * common, n)
 

@@ -1,7 +1,9 @@
 """Fuzz the scenario table (`python -m simulator predict --in`, and `predict` on a frame as
-the dashboard's editor passes it) and the sweep flags (`python -m simulator sweep`).
+the dashboard's editor passes it), the sweep flags (`python -m simulator sweep`) and the
+serve flags (`python -m simulator serve`).
 
-These parsers live in simulator/scenarios.py, simulator/sweep.py and simulator/__main__.py;
+These parsers live in simulator/scenarios.py, simulator/sweep.py, simulator/serving.py and
+simulator/__main__.py;
 a failure here names the input, and the assertion says what was wrong with the result.
 """
 
@@ -12,6 +14,7 @@ import io
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
@@ -209,6 +212,96 @@ def test_sweep_flags(flag, value):
     run_case(
         "sweep_flags",
         lambda: _sweep(flag, value),
+        refusals=(CliRefused,),
+        refusal_check=_named,
+    )
+
+
+SERVE_IN = TMP / "serve.csv"
+SERVE_IN.write_text(
+    "target,gpu,method,k,mean_accepted_tokens,prompt_len,output_len\n"
+    "llama-3.1-8b,h100-sxm,eagle3,3,2.8,256,32\n"
+)
+SERVE_BASE = {"--rate": "2", "--requests": "30", "--lengths": "lognormal", "--length-spread": "0.3"}
+SERVE_FLAGS = [
+    "--rate",
+    "--concurrency",
+    "--requests",
+    "--seed",
+    "--lengths",
+    "--length-spread",
+    "--acceptance-spread",
+    "--slo-ttft-ms",
+    "--slo-tpot-ms",
+]
+SERVE_RUNS = 20
+"""A valid case with more (loads x requests) than this many times the base's is a long run,
+not a hang: only its parsing is timed."""
+
+
+def check_serving(out: pd.DataFrame) -> None:
+    """Per row: latencies finite and >= 0 (NaN only where no request finished), rates
+    finite and >= 0, goodput within throughput, attainment a share, refusals a count."""
+    assert len(out) and set(out["arm"]) <= {"baseline", "spec"}, out
+    for c in out.columns:
+        if c.endswith("_ms") or c.endswith("_s") or c.endswith("_rps"):
+            v = out[c].to_numpy(float)
+            assert not np.isinf(v).any() and (v[~np.isnan(v)] >= 0).all(), (c, v)
+    ok = out["refused"] < out["requests"]
+    assert out.loc[ok, ["tpot_p99_ms", "ttft_p99_ms", "throughput_tok_s"]].notna().all().all()
+    assert (out["goodput_rps"].fillna(0) <= out["request_throughput_rps"].fillna(0) + 1e-9).all()
+    assert out["slo_attainment"].between(0, 1).all()
+    assert out["refused"].between(0, out["requests"]).all()
+
+
+def _serve(flag: str, value: str) -> pd.DataFrame:
+    flags = {**SERVE_BASE, flag: value}
+    if flag == "--concurrency":
+        del flags["--rate"]
+    if flag == "--lengths" and value != "lognormal":
+        del flags["--length-spread"]
+    argv = ["serve", "--in", str(SERVE_IN), "--out", str(TMP / "serve-out.csv")]
+    out = _cli([*argv, *(f"{f}={v}" for f, v in flags.items())])
+    check_serving(out)
+    return out
+
+
+def _serve_size(flag: str, value: str) -> int:
+    """(loads x requests) of a valid case, 0 when the value is not valid."""
+    from simulator.sweep import parse_range
+
+    try:
+        if flag in ("--rate", "--concurrency"):
+            kind = float if flag == "--rate" else int
+            return len(parse_range(value, name=flag, kind=kind, most=200)) * 30
+        if flag == "--requests":
+            return int(value)
+    except Exception:
+        return 0
+    return 30
+
+
+warm(lambda: _serve("--rate", "1"))
+
+
+@FUZZ
+@given(flag=st.sampled_from(SERVE_FLAGS), value=FLAG_VALUES)
+def test_serve_flags(flag, value):
+    from simulator.serving import Load
+    from simulator.sweep import parse_range
+
+    if _serve_size(flag, value) > SERVE_RUNS * 30:
+        # A long valid run: only what decides to run it is timed (the count against its
+        # limit, the loads parsed).
+        if flag == "--requests":
+            run_case("serve_flags", lambda: Load(requests=int(value), rate=1.0))
+        else:
+            kind = float if flag == "--rate" else int
+            run_case("serve_flags", lambda: parse_range(value, name=flag, kind=kind, most=200))
+        return
+    run_case(
+        "serve_flags",
+        lambda: _serve(flag, value),
         refusals=(CliRefused,),
         refusal_check=_named,
     )
