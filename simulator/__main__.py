@@ -196,13 +196,16 @@ def _requests_per_day(column, default: float, source: str):
     import numpy as np
     import pandas as pd
 
+    from simulator.reports import MAX_REQUESTS_PER_DAY
+
     text = column.fillna("").astype(str).str.strip()
     values = pd.to_numeric(text.where(text != ""), errors="coerce").to_numpy(dtype=float)
-    bad = text.ne("").to_numpy() & ~(np.isfinite(values) & (values >= 0))
+    valid = np.isfinite(values) & (values >= 0) & (values <= MAX_REQUESTS_PER_DAY)
+    bad = text.ne("").to_numpy() & ~valid
     if bad.any():
         i = int(bad.argmax())
         raise InputError(
-            f"'{text.iloc[i]}' is not a number of requests per day (>= 0)",
+            f"'{text.iloc[i]}' is not a number of requests per day (0..{MAX_REQUESTS_PER_DAY:g})",
             file=source,
             row=i + 1,
             field="requests_per_day",
@@ -527,8 +530,12 @@ def _demand(text: str) -> float:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of requests per day (>= 0)")
+    from simulator.reports import MAX_REQUESTS_PER_DAY
+
+    if not (math.isfinite(value) and 0 <= value <= MAX_REQUESTS_PER_DAY):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a number of requests per day (0..{MAX_REQUESTS_PER_DAY:g})"
+        )
     return value
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from simulator import economics
+from simulator.errors import InputError
 from simulator.preflight import checklist
 from simulator.specs import ModelSpec
 
@@ -30,6 +31,11 @@ ECONOMICS_COLUMNS = (
 )
 """Columns `add_economics` appends: demand from requests per day, whole replicas to serve
 it before and after speculation, and what they cost per month."""
+
+MAX_REQUESTS_PER_DAY = 1e12
+"""Most requests per day a report prices: a bound far above any deployment that keeps the
+demand (requests/day x output tokens / 86,400) and the costs finite; 1e308 gave an
+infinite demand and a NaN saving."""
 
 UNITS: dict[str, str] = {
     "num_gpus": "GPUs",
@@ -97,6 +103,14 @@ def add_economics(predictions: pd.DataFrame, requests_per_day) -> pd.DataFrame:
     """
     out = predictions.copy()
     rpd = np.broadcast_to(np.asarray(requests_per_day, dtype=float), (len(out),))
+    bad = ~(np.isfinite(rpd) & (rpd >= 0) & (rpd <= MAX_REQUESTS_PER_DAY))
+    if bad.any():
+        i = int(bad.argmax())
+        raise InputError(
+            f"{rpd[i]:g} is outside 0..{MAX_REQUESTS_PER_DAY:g} requests per day",
+            row=i + 1 if np.ndim(requests_per_day) else None,
+            field="requests_per_day",
+        )
     demand = economics.get_demand_tok_s(rpd, out["output_len"].to_numpy(dtype=float))
     price = out["gpu_hourly_usd"].to_numpy(dtype=float)
     gpus = out["num_gpus"].to_numpy(dtype=float)

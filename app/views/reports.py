@@ -12,7 +12,13 @@ from app import sim, widgets
 from simulator import launch
 from simulator.errors import InputError
 from simulator.preflight import K_MAX_SENSIBLE
-from simulator.reports import add_economics, add_preflight, launch_config_text, report_csv
+from simulator.reports import (
+    MAX_REQUESTS_PER_DAY,
+    add_economics,
+    add_preflight,
+    launch_config_text,
+    report_csv,
+)
 from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
 
 ROWS_KEY = "report_rows"
@@ -156,7 +162,9 @@ config = {
     "gpu_memory_utilization": st.column_config.NumberColumn(
         "mem util", min_value=0.05, max_value=1.0, step=0.01
     ),
-    "requests_per_day": st.column_config.NumberColumn("requests/day", min_value=0, step=1000),
+    "requests_per_day": st.column_config.NumberColumn(
+        "requests/day", min_value=0, max_value=MAX_REQUESTS_PER_DAY, step=1000
+    ),
 }
 st.button("Reset from the current scenario", on_click=_reset, key="report_reset")
 edited = st.data_editor(
@@ -176,10 +184,10 @@ rpd = pd.to_numeric(scenarios.pop("requests_per_day"), errors="coerce").fillna(
 )
 try:
     predictions = sim.run_predict(scenarios)
+    report = add_preflight(add_economics(predictions, rpd.to_numpy()), models)
 except InputError as exc:
     widgets.show_error(exc, "Scenario table")
     st.stop()
-report = add_preflight(add_economics(predictions, rpd.to_numpy()), models)
 csv_text = report_csv(report)
 st.session_state["report_csv"] = csv_text
 

@@ -107,6 +107,14 @@ def test_bad_cell_names_row_and_field_and_the_page_survives(app):
     assert any("row 1" in shown(e.value) and "target" in shown(e.value) for e in at.error)
 
 
+def test_requests_per_day_past_the_limit_is_named_not_priced_as_infinite(app):
+    # The editor's max_value stops a typed 1e308; a table handed over by other means must
+    # not give an infinite demand and a NaN saving either.
+    at = app("reports")
+    _edit(at, edited={1: {"requests_per_day": 1e308}})
+    assert any("row 2" in shown(e.value) and "requests_per_day" in shown(e.value) for e in at.error)
+
+
 def test_added_rows_and_an_emptied_table(app):
     at = app("reports")
     _edit(

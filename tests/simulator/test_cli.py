@@ -338,6 +338,15 @@ def test_report_refuses_a_bad_demand(tmp_path, capsys):
     assert "row 1, field 'requests_per_day': 'lots'" in capsys.readouterr().err
     assert _predict_exit(tmp_path, REPORT.replace(",0.7,8,5000", ",0.7,8,-1"), "--report") == 2
     assert "row 1, field 'requests_per_day'" in capsys.readouterr().err
+    # 1e300 priced to an infinite demand and a NaN saving, exit 0.
+    assert _predict_exit(tmp_path, REPORT.replace(",0.7,8,5000", ",0.7,8,1e300"), "--report") == 2
+    assert "row 1, field 'requests_per_day': '1e300'" in capsys.readouterr().err
+    src, out = tmp_path / "s.csv", tmp_path / "r.csv"
+    src.write_text(GOOD)
+    argv = ["predict", "--in", str(src), "--out", str(out), "--report"]
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--requests-per-day", "1e308"])
+    assert exc.value.code == 2 and "--requests-per-day" in capsys.readouterr().err
 
 
 PROFILE = ROOT / "data/profiles/cpu/tiny.json"
