@@ -21,9 +21,12 @@ import pandas as pd
 from simulator.defaults import DEFAULTS, ModelDefaults
 from simulator.errors import InputError
 from simulator.predict import predict
-from simulator.scenarios import INPUT_COLUMNS
+from simulator.scenarios import INPUT_COLUMNS, K_LIMIT
 
 REQUIRED = ("case_id", "source_id", "citation", "published_speedup", "scored")
+MAX_SPEEDUP = K_LIMIT + 1
+"""Largest published speedup taken: a lossless step emits at most K + 1 tokens and costs
+at least a plain decode, so no case beats K + 1 at the largest K a scenario may give."""
 BATCH_BUCKETS = ((1, 1, "1"), (2, 16, "2-16"), (17, np.inf, ">16"))
 """(low, high, label), inclusive: the buckets the issue of record asks errors by."""
 
@@ -54,6 +57,22 @@ def load_published(path) -> pd.DataFrame:
     for col in REQUIRED:
         if col not in table.columns:
             raise InputError("missing required column", file=str(path), field=col)
+    for col in ("case_id", "source_id", "citation"):
+        blank = table[col].fillna("").astype(str).str.strip().eq("").to_numpy()
+        if blank.any():
+            row = int(np.argmax(blank))
+            raise InputError("is blank", file=str(path), row=row + 1, field=col)
+    ids = table["case_id"].astype(str).str.strip()
+    twice = ids.duplicated().to_numpy()
+    if twice.any():
+        row = int(np.argmax(twice))
+        first = int(np.argmax((ids == ids.iloc[row]).to_numpy()))
+        raise InputError(
+            f"'{ids.iloc[row]}' is the case_id of row {first + 1} too; give each case its own",
+            file=str(path),
+            row=row + 1,
+            field="case_id",
+        )
     speedup = pd.to_numeric(table["published_speedup"], errors="coerce")
     scored = table["scored"].astype(str).str.strip().str.lower()
     bad_flag = ~scored.isin(["true", "false"])
@@ -61,11 +80,12 @@ def load_published(path) -> pd.DataFrame:
         row = int(np.argmax(bad_flag.to_numpy()))
         raise InputError("must be true or false", file=str(path), row=row + 1, field="scored")
     table["scored"] = scored.eq("true")
-    bad = table["scored"] & ~(speedup > 0)
+    bad = table["scored"] & ~((speedup > 0) & (speedup <= MAX_SPEEDUP))
     if bad.any():
         row = int(np.argmax(bad.to_numpy()))
         raise InputError(
-            "a scored row needs a positive published speedup",
+            f"a scored row needs a published speedup above 0 and at most {MAX_SPEEDUP} "
+            "(K + 1 at the largest K)",
             file=str(path),
             row=row + 1,
             field="published_speedup",

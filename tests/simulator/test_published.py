@@ -74,3 +74,34 @@ def test_a_scored_row_without_a_speedup_is_refused(tmp_path):
     table.to_csv(bad, index=False)
     with pytest.raises(InputError, match="published_speedup"):
         load_published(bad)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "field"),
+    [
+        ("published_speedup", "inf", "published_speedup"),
+        ("published_speedup", "1e19", "published_speedup"),
+        ("case_id", "", "case_id"),
+        ("citation", " ", "citation"),
+    ],
+)
+def test_a_case_no_measurement_could_give_is_refused(tmp_path, column, value, field):
+    # An infinite speedup scored as an error of -100%, exit 0.
+    table = pd.read_csv(PUBLISHED, dtype=str, keep_default_na=False)
+    first = table.index[table["scored"] == "true"][0]
+    table.loc[first, column] = value
+    bad = tmp_path / "bad.csv"
+    table.to_csv(bad, index=False)
+    with pytest.raises(InputError) as exc:
+        load_published(bad)
+    assert exc.value.field == field and exc.value.row == first + 1
+
+
+def test_a_case_id_given_twice_is_refused(tmp_path):
+    table = pd.read_csv(PUBLISHED, dtype=str, keep_default_na=False)
+    table = pd.concat([table, table.iloc[[3]]], ignore_index=True)
+    bad = tmp_path / "bad.csv"
+    table.to_csv(bad, index=False)
+    with pytest.raises(InputError, match="row 4 too") as exc:
+        load_published(bad)
+    assert exc.value.field == "case_id" and exc.value.row == len(table)
