@@ -1126,14 +1126,18 @@ def max_rate_at_slo(
     requests: int = 300,
     acceptance_spread: float = 0.1,
     seed: int = 0,
-    iterations: int = 8,
+    iterations: int = 10,
     defaults: ModelDefaults = DEFAULTS,
     calibration=None,
 ) -> float:
     """The highest request rate (requests/s) one replica serves with P99 TTFT and P99 TPOT
-    within the SLOs: bisection on the rate, one simulation per step, between 0 and the
-    rate the batch of `max_num_seqs` could sustain at its step time. 0 when even a lone
-    request misses the SLO."""
+    within the SLOs: bisection on the log of the rate, one simulation per step, between a
+    trickle (0.01/s, or 1% of the ceiling) and the ceiling, the rate the batch of
+    `max_num_seqs` could sustain at its step time. Ten steps pin the rate to 1% when the
+    ceiling is 5,000 times the trickle. (Halving a linear range from 0 stopped at 1/256 of
+    the ceiling, so a replica that managed less was reported as 0.) 0 when even a trickle
+    misses the SLOs, or when more than 1% of requests are refused for being longer than
+    the KV cache holds (a P99 over every request then misses at any rate)."""
     model = step_model(
         {**scenario, "prompt_len": prompt.mean, "output_len": output.mean},
         speculative=speculative,
@@ -1155,14 +1159,15 @@ def max_rate_at_slo(
             max_num_seqs=defaults.max_num_seqs,
         )
         s = summarise(result, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms)
-        return s["ttft_p99_ms"] <= slo_ttft_ms and s["tpot_p99_ms"] <= slo_tpot_ms
+        within = s["ttft_p99_ms"] <= slo_ttft_ms and s["tpot_p99_ms"] <= slo_tpot_ms
+        return within and s["refused"] <= 0.01 * requests
 
-    lo, hi = 0.0, ceiling
-    if not meets(min(0.01, ceiling / 100)):
+    lo, hi = min(0.01, ceiling / 100), ceiling
+    if not meets(lo):
         return 0.0
     if meets(hi):
         return hi
     for _ in range(iterations):
-        mid = (lo + hi) / 2.0
+        mid = math.sqrt(lo * hi)
         lo, hi = (mid, hi) if meets(mid) else (lo, mid)
     return lo
