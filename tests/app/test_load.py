@@ -61,21 +61,12 @@ def test_latency_figure_has_p50_and_p99_per_arm_and_the_slo(metric):
     assert any(shape.y0 == 7.5 for shape in fig.layout.shapes)
 
 
-def test_a_new_k_simulates_the_speculative_arm_alone(app, monkeypatch):
+def test_a_new_k_simulates_the_speculative_arm_alone(app, serving_runs):
     import streamlit as st
-
-    from simulator import serving
 
     st.cache_data.clear()
     st.cache_resource.clear()
-    ran = []
-    real = serving.run
-
-    def counted(model, *args, **kwargs):
-        ran.append(model.k)
-        return real(model, *args, **kwargs)
-
-    monkeypatch.setattr(serving, "run", counted)
+    ran = serving_runs
     at = app("load", state={"load_points": 3, "load_requests": 100})
     assert sorted(ran) == [0, 0, 0, 3, 3, 3]
     before = at.dataframe[0].value

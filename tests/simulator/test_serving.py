@@ -475,10 +475,9 @@ def test_the_baseline_run_does_not_depend_on_the_acceptance_spread(models):
     assert runs[0].steps == runs[1].steps
 
 
-def test_serve_simulates_a_baseline_shared_by_rows_once_per_load(tmp_path, monkeypatch):
+def test_serve_simulates_a_baseline_shared_by_rows_once_per_load(tmp_path, serving_runs):
     import pandas as pd
 
-    from simulator import serving
     from simulator.__main__ import main
 
     src, out = tmp_path / "in.csv", tmp_path / "out.csv"
@@ -488,14 +487,7 @@ def test_serve_simulates_a_baseline_shared_by_rows_once_per_load(tmp_path, monke
         "llama-3.1-8b,h100-sxm,eagle3,3,2.8,256,64\n"
         "llama-3.1-8b,h100-sxm,none,,,256,64\n"
     )
-    ran = []
-    real = serving.run
-
-    def counted(model, *args, **kwargs):
-        ran.append(model.k)
-        return real(model, *args, **kwargs)
-
-    monkeypatch.setattr(serving, "run", counted)
+    ran = serving_runs
     argv = ["serve", "--in", str(src), "--out", str(out), "--rate", "1,4", "--requests", "60"]
     assert main(argv) == 0
     assert sorted(ran) == [0, 0, 2, 2, 3, 3]  # one baseline per load, for all three rows
