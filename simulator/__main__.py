@@ -622,7 +622,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     r.add_argument("--rate", help="requests/s, Poisson: 0.5:8:0.5 or 1,2,4")
     r.add_argument("--concurrency", help="requests in flight (closed loop): 1,4,16")
-    r.add_argument("--requests", type=int, default=2000, help="requests per arm and load")
+    r.add_argument(
+        "--requests", type=int, default=2000, help="requests per arm and load, 1..100,000"
+    )
     r.add_argument(
         "--lengths",
         choices=("fixed", "uniform", "lognormal"),

@@ -53,9 +53,11 @@ LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 MAX_LOG_SPREAD = 3.0
 """Largest standard deviation of log length a lognormal takes: at 3 its mean already sits
 90x above its median (e^(3^2/2)), carried by a few requests."""
-MAX_REQUESTS = 200_000
-"""Most requests one run simulates (about 20 s on a 2-core machine; 10,000 already pin a
-P99 to a few per cent)."""
+MAX_REQUESTS = 100_000
+"""Most requests (and requests in flight) one run simulates. Measured on the 2-core
+development machine, an EAGLE-3 arm of 100,000 requests (256 output tokens, 40/s) took
+3.9 s and 1.1 GB at peak, about 10 kB a request; `MAX_DECODE_ROUNDS` bounds longer
+outputs."""
 MAX_ACCEPTANCE_SPREAD = 0.5
 """Largest standard deviation of per-request acceptance: no distribution on [0, 1] has a
 wider one."""
@@ -288,8 +290,10 @@ def _beta_levels(rng, mean: float, spread: float, n: int) -> np.ndarray:
     return rng.beta(mean * common, (1 - mean) * common, n)
 
 
-MAX_DECODE_ROUNDS = 30_000_000
-"""Most decode rounds one run draws ahead (about 8 bytes each per K simulated)."""
+MAX_DECODE_ROUNDS = 12_000_000
+"""Most decode rounds one run draws ahead. Drawing them and rebuilding the inter-token
+latencies from them costs about 90 bytes a round at peak: 25,000 requests of 1,024
+output tokens at K = 3 (12 million rounds) peaked at 1.1 GB."""
 
 
 class _Paths:
