@@ -62,6 +62,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from profiler import options as lim
 from profiler.groundtruth.corpus import load_corpus, sample_prompts
 from profiler.groundtruth.specdec import (
     GREEDY,
@@ -69,7 +70,14 @@ from profiler.groundtruth.specdec import (
     probs_from_logits,
     sample_from,
 )
-from profiler.groundtruth.train_pair import DRAFT_ID, MODELS_DIR, TARGET_ID, load_pair
+from profiler.groundtruth.train_pair import (
+    DRAFT_ID,
+    MODELS_DIR,
+    TARGET_ID,
+    check_pair,
+    check_whole,
+    load_pair,
+)
 from profiler.groundtruth.validate import (
     VALIDATION_DIR,
     QuietGate,
@@ -1221,16 +1229,15 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         if not temps or not all(t >= 0 for t in temps):
             raise UsageError("--temperatures: give numbers >= 0 (0 = greedy)")
         changes["temperatures"] = temps
-    for flag, value, low in (
-        ("--requests", args.requests, 1),
-        ("--rounds", args.rounds, 1),
-        ("--k", args.k, 1),
-        ("--threads", args.threads, 1),
-        ("--seed", args.seed, 0),
+    for flag, value, low, high in (
+        ("--requests", args.requests, 1, serving.MAX_REQUESTS),
+        ("--rounds", args.rounds, 1, None),
+        ("--k", args.k, 1, None),
+        ("--threads", args.threads, 1, lim.max_threads()),
+        ("--seed", args.seed, 0, lim.MAX_SEED),
     ):
+        check_whole(flag, value, low, high)
         if value is not None:
-            if value < low:
-                raise UsageError(f"{flag}: {value} must be >= {low}")
             changes[flag.strip("-")] = value
     for flag, value in (("--slo-ttft-ms", args.slo_ttft_ms), ("--slo-tpot-ms", args.slo_tpot_ms)):
         if value is not None:
@@ -1262,5 +1269,6 @@ def run_from_args(args: argparse.Namespace) -> int:
         repredict(args.out_dir)
         return 0
     settings = settings_from_args(args)
+    check_pair(args.models_dir)
     serve_bench(settings, args.out_dir, models_dir=args.models_dir, profile=args.profile)
     return 0

@@ -227,6 +227,32 @@ def load_model(model_id: str, models_dir: Path = MODELS_DIR, *, dtype=torch.floa
     return model.eval()
 
 
+def check_whole(flag: str, value: int | None, low: int, high: int | None) -> None:
+    """Refuse a ground-truth command's whole-number flag outside low..high (UsageError
+    naming the flag and its limits): absurd values end in an out-of-memory libgomp abort
+    (--threads 99999), a traceback (--seq-len past the corpus) or a run of days."""
+    from profiler.cli import UsageError
+
+    if value is None:
+        return
+    if high is None and value < low:
+        raise UsageError(f"{flag}: {value} must be >= {low}")
+    if high is not None and not low <= value <= high:
+        raise UsageError(f"{flag}: {value} is outside {low}..{high:,}")
+
+
+def check_pair(models_dir: Path, flag: str = "--models-dir") -> None:
+    """Refuse, before any work, a folder that does not hold the trained pair."""
+    from profiler.cli import UsageError
+
+    for model_id in (TARGET_ID, DRAFT_ID):
+        path = Path(models_dir) / f"{model_id}.safetensors"
+        if not path.is_file():
+            raise UsageError(
+                f"{flag}: {path} not found: run `python -m profiler train-pair` to create the pair"
+            )
+
+
 def load_pair(models_dir: Path = MODELS_DIR, *, dtype=torch.float32):
     """(target, draft) as trained by `train-pair`."""
     return load_model(TARGET_ID, models_dir, dtype=dtype), load_model(
@@ -357,15 +383,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seq-len", type=int, default=512, help="training window in bytes")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch CPU threads (default 2, or the CPUs this process may use if fewer)",
+    )
 
 
 def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> int:
-    from profiler.cli import UsageError
+    from profiler import options as lim
+    from simulator.catalog import default_models
 
-    for flag in ("target_steps", "draft_steps", "seq_len", "batch_size", "threads"):
-        if getattr(args, flag) < 1:
-            raise UsageError(f"--{flag.replace('_', '-')}: {getattr(args, flag)} must be >= 1")
+    window = min(default_models()[m].max_position_embeddings for m in (TARGET_ID, DRAFT_ID))
+    for flag, low, high in (
+        ("target_steps", 1, None),
+        ("draft_steps", 1, None),
+        ("seq_len", 1, window),
+        ("batch_size", 1, lim.MAX_BATCH),
+        ("threads", 1, lim.max_threads()),
+        ("seed", 0, lim.MAX_SEED),
+    ):
+        check_whole(f"--{flag.replace('_', '-')}", getattr(args, flag), low, high)
+    threads = args.threads if args.threads is not None else min(2, lim.max_threads())
     command = "python -m profiler train-pair " + " ".join(argv if argv is not None else [])
     train_pair(
         args.out,
@@ -374,7 +413,7 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> in
         seq_len=args.seq_len,
         batch_size=args.batch_size,
         seed=args.seed,
-        threads=args.threads,
+        threads=threads,
         command=command.strip(),
     )
     return 0

@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from profiler import options as lim
 from profiler.groundtruth.corpus import load_corpus, sample_prompts
 from profiler.groundtruth.specdec import (
     GREEDY,
@@ -59,7 +60,14 @@ from profiler.groundtruth.specdec import (
     SpeculativeDecoder,
     run_interleaved,
 )
-from profiler.groundtruth.train_pair import DRAFT_ID, MODELS_DIR, TARGET_ID, load_pair
+from profiler.groundtruth.train_pair import (
+    DRAFT_ID,
+    MODELS_DIR,
+    TARGET_ID,
+    check_pair,
+    check_whole,
+    load_pair,
+)
 from simulator import acceptance
 from simulator.calibration import Calibration, match_gpu_id
 from simulator.defaults import DEFAULTS
@@ -743,10 +751,12 @@ def settings_from_args(args: argparse.Namespace) -> ValidationSettings:
         if not temps or not all(t >= 0 for t in temps):
             raise UsageError("--temperatures: give numbers >= 0 (0 = greedy)")
         changes["temperatures"] = temps
-    for flag, value in (("--rounds", args.rounds), ("--threads", args.threads)):
+    for flag, value, high in (
+        ("--rounds", args.rounds, None),
+        ("--threads", args.threads, lim.max_threads()),
+    ):
+        check_whole(flag, value, 1, high)
         if value is not None:
-            if value < 1:
-                raise UsageError(f"{flag}: {value} must be >= 1")
             changes[flag.strip("-")] = value
     if args.profile is not None and not args.profile.is_file():
         raise UsageError(f"--profile: {args.profile} is not a file")
@@ -755,5 +765,6 @@ def settings_from_args(args: argparse.Namespace) -> ValidationSettings:
 
 def run_from_args(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    check_pair(args.models_dir)
     validate(settings, args.out_dir, models_dir=args.models_dir, profile=args.profile)
     return 0

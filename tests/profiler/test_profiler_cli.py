@@ -120,10 +120,21 @@ def test_bad_flags_exit_2_naming_the_flag(extra, flag, words, capsys, tmp_path):
         (["validate", "--verify-overhead-ms=-0.1"], "--verify-overhead-ms", ">= 0"),
         (["validate", "--profile", "/nonexistent.json"], "--profile", "not a file"),
         (["train-pair", "--target-steps", "0"], "--target-steps", ">= 1"),
-        (["train-pair", "--threads", "0"], "--threads", ">= 1"),
+        (["train-pair", "--threads", "0"], "--threads", "outside 1"),
+        # Each of these crashed: libgomp ran out of memory (a segfault for train-pair),
+        # the corpus sampler raised, or the run started and failed when it read the pair.
+        (["validate", "--threads", "99999"], "--threads", "outside 1.."),
+        (["serve-bench", "--threads", "99999"], "--threads", "outside 1.."),
+        (["train-pair", "--threads", "99999"], "--threads", "outside 1.."),
+        (["train-pair", "--seq-len", "99999999"], "--seq-len", "outside 1..512"),
+        (["train-pair", "--batch-size", "99999999"], "--batch-size", "outside 1..4,096"),
+        (["train-pair", "--seed=-1"], "--seed", "outside 0.."),
+        (["serve-bench", "--requests", "99999999"], "--requests", "outside 1..100,000"),
+        (["validate", "--models-dir", "/nonexistent"], "--models-dir", "train-pair"),
+        (["serve-bench", "--models-dir", "/nonexistent"], "--models-dir", "train-pair"),
     ],
 )
-def test_train_pair_and_validate_flags_are_checked_before_work(argv, flag, words, capsys):
+def test_ground_truth_flags_are_checked_before_work(argv, flag, words, capsys):
     err = _fail(argv, capsys)
     assert flag in err and words in err
     assert "Traceback" not in err
