@@ -129,6 +129,19 @@ def _whole(low: int, high: int, why: str = "") -> Callable[[str], int]:
     return parse
 
 
+def check_whole(flag: str, value: int | None, low: int, high: int | None) -> None:
+    """`_whole`'s check for a flag parsed as a plain int (the ground-truth commands, whose
+    defaults come from their settings): UsageError naming the flag and its limits, none
+    when `value` is None. Absurd values ended in an out-of-memory libgomp abort
+    (--threads 99999), a traceback (--seq-len past the corpus) or a run of days."""
+    if value is None:
+        return
+    if high is None and value < low:
+        raise UsageError(f"{flag}: {value} must be >= {low}")
+    if high is not None and not low <= value <= high:
+        raise UsageError(f"{flag}: {value} is outside {low}..{high:,}")
+
+
 def _seconds(low: float, high: float) -> Callable[[str], float]:
     """An argparse type: a finite number of seconds in low..high."""
 

@@ -75,7 +75,6 @@ from profiler.groundtruth.train_pair import (
     MODELS_DIR,
     TARGET_ID,
     check_pair,
-    check_whole,
     load_pair,
 )
 from profiler.groundtruth.validate import (
@@ -1209,7 +1208,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     """The settings the flags ask for; UsageError names a bad flag."""
-    from profiler.cli import UsageError
+    from profiler.cli import UsageError, check_whole
 
     settings = BenchSettings.quick() if args.quick else BenchSettings()
     changes: dict = {}

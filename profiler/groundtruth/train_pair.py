@@ -227,20 +227,6 @@ def load_model(model_id: str, models_dir: Path = MODELS_DIR, *, dtype=torch.floa
     return model.eval()
 
 
-def check_whole(flag: str, value: int | None, low: int, high: int | None) -> None:
-    """Refuse a ground-truth command's whole-number flag outside low..high (UsageError
-    naming the flag and its limits): absurd values end in an out-of-memory libgomp abort
-    (--threads 99999), a traceback (--seq-len past the corpus) or a run of days."""
-    from profiler.cli import UsageError
-
-    if value is None:
-        return
-    if high is None and value < low:
-        raise UsageError(f"{flag}: {value} must be >= {low}")
-    if high is not None and not low <= value <= high:
-        raise UsageError(f"{flag}: {value} is outside {low}..{high:,}")
-
-
 def check_pair(models_dir: Path, flag: str = "--models-dir") -> None:
     """Refuse, before any work, a folder that does not hold the trained pair."""
     from profiler.cli import UsageError
@@ -392,6 +378,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     from profiler import options as lim
+    from profiler.cli import check_whole
     from simulator.catalog import default_models
 
     window = min(default_models()[m].max_position_embeddings for m in (TARGET_ID, DRAFT_ID))

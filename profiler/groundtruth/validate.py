@@ -65,7 +65,6 @@ from profiler.groundtruth.train_pair import (
     MODELS_DIR,
     TARGET_ID,
     check_pair,
-    check_whole,
     load_pair,
 )
 from simulator import acceptance
@@ -733,7 +732,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> ValidationSettings:
     """The settings the flags ask for; UsageError names a bad flag."""
-    from profiler.cli import UsageError, parse_ints
+    from profiler.cli import UsageError, check_whole, parse_ints
 
     settings = ValidationSettings.quick() if args.quick else ValidationSettings()
     changes: dict = {"verify_overhead_ms": args.verify_overhead_ms}
