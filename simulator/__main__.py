@@ -363,6 +363,7 @@ def cmd_serve(args) -> int:
         MAX_LOG_SPREAD,
         Lengths,
         Load,
+        arm_key,
         arm_scenario,
         price_arms,
         run_arms,
@@ -466,7 +467,7 @@ def cmd_serve(args) -> int:
                 for arm, model in arm_models:
                     key = None
                     if arm == "baseline":
-                        key = (repr(sorted(arm_scenario(scenario, False).items())), load, *lengths)
+                        key = (arm_key(arm_scenario(scenario, False)), load, *lengths)
                     part = baselines.get(key)
                     if part is None:
                         ran = run_arms(

@@ -189,6 +189,12 @@ def arm_scenario(scenario: dict, speculative: bool) -> dict:
     return row
 
 
+def arm_key(arm: dict) -> str:
+    """An `arm_scenario` as text, equal for equal scenarios whatever their column order:
+    the key a cache of runs holds them under (the Load page's and `serve`'s)."""
+    return repr(sorted(arm.items()))
+
+
 def step_model(
     scenario: dict,
     *,

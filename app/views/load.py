@@ -14,6 +14,7 @@ from simulator.serving import (
     LENGTH_KINDS,
     Lengths,
     Load,
+    arm_key,
     arm_scenario,
     arms,
     latency_summary,
@@ -89,7 +90,7 @@ def _point(
         arm = arm_scenario(_scenario, speculative)
         spread_read = spread if speculative else 0.0
         run, latency = _arm_run(
-            name, speculative, repr(sorted(arm.items())), arm, load, lengths, spread_read, cal
+            name, speculative, arm_key(arm), arm, load, lengths, spread_read, cal
         )
         runs.append(run)
         latencies.append(latency)
