@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app import figures, sim, widgets
+from app.formatting import delta, money, signed_money
 from app.presets import MEASURED
 from simulator.economics import get_payback_months
 from simulator.errors import InputError
@@ -94,23 +95,6 @@ def _curve_rows(k_values, batches) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(rows), labels
 
 
-def _money(x: float) -> str:
-    return "n/a" if not math.isfinite(x) else f"${x:,.0f}"
-
-
-def _signed_money(x: float) -> str | None:
-    if not math.isfinite(x):
-        return "n/a"
-    return None if round(x) == 0 else f"{'-' if x < 0 else '+'}${abs(x):,.0f}"
-
-
-def _delta(x: float, spec: str) -> str | None:
-    """A metric's change as shown (`spec`, e.g. '+,.1f'), or None (no arrow, no colour)
-    where it shows as zero: no change is neither a gain nor a loss."""
-    text = format(x, spec)
-    return None if math.isfinite(x) and float(text.replace(",", "").rstrip("%")) == 0 else text
-
-
 def _alpha_text(alpha: float) -> str:
     """The break-even acceptance as a sentence's end: NaN without speculation, inf where
     no acceptance pays at this batch."""
@@ -181,27 +165,27 @@ with left:
     m[1].metric(
         "Tokens/s per user",
         f"{row['spec_tok_s_per_user']:,.1f}",
-        _delta(row["spec_tok_s_per_user"] - row["baseline_tok_s_per_user"], "+,.1f"),
+        delta(row["spec_tok_s_per_user"] - row["baseline_tok_s_per_user"], "+,.1f"),
     )
     m[2].metric(
         "Tokens/s per replica",
         f"{row['spec_tok_s']:,.0f}",
-        _delta(row["spec_tok_s"] - row["baseline_tok_s"], "+,.0f"),
+        delta(row["spec_tok_s"] - row["baseline_tok_s"], "+,.0f"),
     )
     m[3].metric(
         "$ per 1M tokens",
         f"${row['cost_per_mtok_spec']:.3f}",
-        _delta(row["cost_per_mtok_spec"] - row["cost_per_mtok_baseline"], "+.3f"),
+        delta(row["cost_per_mtok_spec"] - row["cost_per_mtok_baseline"], "+.3f"),
         delta_color="inverse",
         help=f"Before: ${row['cost_per_mtok_baseline']:.3f}",
     )
     m = st.columns(4)
     cap_base, cap_spec = row["kv_capacity_tokens_baseline"], row["kv_capacity_tokens_spec"]
-    kv_delta = _delta((cap_spec - cap_base) / cap_base, "+.1%") if cap_base > 0 else None
+    kv_delta = delta((cap_spec - cap_base) / cap_base, "+.1%") if cap_base > 0 else None
     m[0].metric(
         "Max concurrency",
         f"{row['max_concurrency_spec']:,.0f}",
-        _delta(row["max_concurrency_spec"] - row["max_concurrency_baseline"], "+,.0f"),
+        delta(row["max_concurrency_spec"] - row["max_concurrency_baseline"], "+,.0f"),
         help=f"Sequences of {scenario.prompt_len}+{scenario.output_len} tokens that fit "
         f"in the KV cache; {row['max_concurrency_baseline']:,.0f} without speculation.",
     )
@@ -215,19 +199,19 @@ with left:
     )
     m[2].metric(
         "Monthly cost",
-        _money(row["monthly_cost_spec_usd"]),
-        _signed_money(-row["monthly_saving_usd"]),
+        money(row["monthly_cost_spec_usd"]),
+        signed_money(-row["monthly_saving_usd"]),
         delta_color="inverse",
         help=f"{row['replicas_spec']:.0f} replicas of {scenario.num_gpus} GPUs instead of "
         f"{row['replicas_baseline']:.0f} for {row['demand_tok_s']:,.0f} tok/s of demand; "
-        f"before: {_money(row['monthly_cost_baseline_usd'])}.",
+        f"before: {money(row['monthly_cost_baseline_usd'])}.",
     )
     m[3].metric(
         "Payback",
         # "mo": "2.0 months" does not fit the metric's column and shows as "2.0 mo…".
         "never" if not math.isfinite(payback) else f"{payback:.1f} mo",
         help=f"Months until the ${migration_usd:,.0f} one-off is paid back by a monthly "
-        f"saving of {_money(row['monthly_saving_usd'])}.",
+        f"saving of {money(row['monthly_saving_usd'])}.",
     )
     st.caption(
         f"Demand {row['demand_tok_s']:,.0f} tok/s ({scenario.requests_per_day:,.0f} requests/day"

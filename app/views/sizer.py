@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from app import figures, sim, widgets
+from app.formatting import signed_money
 from simulator import launch
 from simulator.economics import get_demand_tok_s
 from simulator.errors import InputError
@@ -137,10 +138,6 @@ except InputError as exc:
     st.stop()
 
 grid = result.grid
-
-
-def _signed_money(x: float) -> str:
-    return f"{'-' if x < 0 else '+'}${abs(x):,.0f}"
 
 
 def _break_even_text(break_even: int | None) -> str:
@@ -278,7 +275,7 @@ else:
     m[3].metric(
         "Monthly cost",
         f"${choice['monthly_cost_usd']:,.0f}",
-        _signed_money(choice["monthly_cost_usd"] - base_choice["monthly_cost_usd"])
+        signed_money(choice["monthly_cost_usd"] - base_choice["monthly_cost_usd"])
         if base_choice
         else None,
         delta_color="inverse",

@@ -1,0 +1,28 @@
+"""How the pages write figures: money in whole dollars, and metric changes that show no
+arrow where they read as zero (no change is neither a gain nor a loss)."""
+
+from __future__ import annotations
+
+import math
+
+
+def money(x: float) -> str:
+    """Dollars, whole: '$1,234', or 'n/a' where not finite."""
+    return "n/a" if not math.isfinite(x) else f"${x:,.0f}"
+
+
+def signed_money(x: float) -> str | None:
+    """A change in dollars for a metric's delta: '+$1,234' / '-$56'; None (no arrow)
+    where it rounds to zero or is not finite."""
+    if not math.isfinite(x):
+        return None
+    return None if round(x) == 0 else f"{'-' if x < 0 else '+'}${abs(x):,.0f}"
+
+
+def delta(x: float, spec: str) -> str | None:
+    """A metric's change as shown (`spec`, e.g. '+,.1f'), or None (no arrow, no colour)
+    where it shows as zero or is not finite (the metric's value says n/a)."""
+    if not math.isfinite(x):
+        return None
+    text = format(x, spec)
+    return None if float(text.replace(",", "").rstrip("%")) == 0 else text

@@ -1,0 +1,27 @@
+import math
+
+from app.formatting import delta, money, signed_money
+
+
+def test_money_whole_dollars_and_not_finite():
+    assert money(1234.4) == "$1,234"
+    assert money(math.nan) == "n/a"
+    assert money(math.inf) == "n/a"
+
+
+def test_signed_money_sign_and_zero():
+    assert signed_money(-56.2) == "-$56"
+    assert signed_money(1234.6) == "+$1,235"
+    assert signed_money(0.4) is None  # shows as $0: no arrow
+    assert signed_money(-0.4) is None
+    assert signed_money(math.nan) is None  # no arrow: the value itself says n/a
+    assert signed_money(-math.inf) is None
+
+
+def test_delta_none_where_it_shows_as_zero():
+    assert delta(0.04, "+,.1f") is None
+    assert delta(-0.0004, "+.1%") is None
+    assert delta(1234.0, "+,.0f") == "+1,234"
+    assert delta(-0.25, "+.1%") == "-25.0%"
+    assert delta(math.nan, "+.1f") is None
+    assert delta(math.inf, "+,.0f") is None
