@@ -191,8 +191,9 @@ def _predict(tables: Iterator, args, source: str, total: int | None = None) -> I
     _warn_unused_profiles(used, asked, devices, args)
 
 
-def _requests_per_day(column, default: float, source: str):
-    """A `requests_per_day` column as requests per day per row; blank cells get `default`."""
+def _requests_per_day(column, default: float, source: str, row_offset: int = 0):
+    """A `requests_per_day` column as requests per day per row; blank cells get `default`.
+    `row_offset` is the rows of the table before this block (for the row an error names)."""
     import numpy as np
     import pandas as pd
 
@@ -207,7 +208,7 @@ def _requests_per_day(column, default: float, source: str):
         raise InputError(
             f"'{text.iloc[i]}' is not a number of requests per day (0..{MAX_REQUESTS_PER_DAY:g})",
             file=source,
-            row=i + 1,
+            row=row_offset + i + 1,
             field="requests_per_day",
         )
     return np.where(text.eq("").to_numpy(), default, values)
@@ -259,7 +260,8 @@ def cmd_predict(args) -> int:
                 default = (
                     REQUESTS_PER_DAY if args.requests_per_day is None else args.requests_per_day
                 )
-                demands.append(_requests_per_day(column, default, args.inp))
+                done = sum(len(d) for d in demands)
+                demands.append(_requests_per_day(column, default, args.inp, done))
             yield table
 
     results = _predict(tables(), args, args.inp)

@@ -349,6 +349,19 @@ def test_report_refuses_a_bad_demand(tmp_path, capsys):
     assert exc.value.code == 2 and "--requests-per-day" in capsys.readouterr().err
 
 
+def test_report_names_the_row_of_a_bad_demand_past_the_first_block(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "WRITE_BLOCK_ROWS", 2)
+    rows = REPORT.splitlines()
+    text = "\n".join([rows[0], *rows[1:] * 3, ""])  # nine rows, in blocks of two
+    text = text.replace(",0.7,8,5000\n", ",0.7,8,lots\n")
+    lines = text.splitlines()
+    last = max(i for i, line in enumerate(lines) if line.endswith(",lots"))
+    for i in range(1, last):
+        lines[i] = lines[i].replace(",lots", ",5000")
+    assert _predict_exit(tmp_path, "\n".join(lines) + "\n", "--report") == 2
+    assert f"row {last}, field 'requests_per_day': 'lots'" in capsys.readouterr().err
+
+
 PROFILE = ROOT / "data/profiles/cpu/tiny.json"
 
 
