@@ -289,11 +289,19 @@ class RunResult:
 
 def _beta_levels(rng, mean: float, spread: float, n: int) -> np.ndarray:
     """First-position acceptance per request: Beta with this mean and standard deviation."""
-    var = min(spread**2, mean * (1 - mean) * 0.999)
-    if var <= 0 or mean <= 0 or mean >= 1:  # a spread of 1e-310 squares to 0 too
+    if not 0 < mean < 1:
         return np.full(n, mean)
-    common = mean * (1 - mean) / var - 1.0
-    return rng.beta(mean * common, (1 - mean) * common, n)
+    bound = mean * (1 - mean)
+    var = min(spread**2, bound * 0.999)
+    # A spread a millionth of the widest is none (1e-162 squared would make the Beta's
+    # parameters infinite, and 1e-310 squares to 0).
+    if var <= bound * 1e-12:
+        return np.full(n, mean)
+    common = bound / var - 1.0
+    a, b = mean * common, (1 - mean) * common
+    if not (0 < a < np.inf and 0 < b < np.inf):  # a mean of 5e-324 underflows a to 0
+        return np.full(n, mean)
+    return rng.beta(a, b, n)
 
 
 MAX_DECODE_ROUNDS = 12_000_000

@@ -2,6 +2,7 @@
 come from per-request acceptance."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from simulator.errors import InputError
@@ -548,6 +549,16 @@ def test_loads_and_lengths_past_their_limits_are_refused(make, field):
     with pytest.raises(InputError) as exc:
         make()
     assert exc.value.field == field
+
+
+@pytest.mark.parametrize("spread", [4.89e-162, 1e-200, 1e-310, 5e-324])
+def test_a_vanishing_acceptance_spread_is_no_spread(models, spread):
+    # 4.89e-162 squared is subnormal: the Beta's parameters overflowed to inf, its draws
+    # were NaN and the run died casting NaN round counts to integers.
+    load = Load(requests=20, rate=2.0, seed=3)
+    tiny = run(models[True], load, Lengths(64), Lengths(64), acceptance_spread=spread)
+    none = run(models[True], load, Lengths(64), Lengths(64), acceptance_spread=0.0)
+    pd.testing.assert_frame_equal(tiny.requests, none.requests)
 
 
 def test_an_acceptance_spread_wider_than_any_distribution_is_refused(models):
