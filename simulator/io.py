@@ -100,6 +100,13 @@ def _frame(table, path: str):
     columns = {}
     pairs = zip(table.column_names, table.columns, strict=True)
     for position, (name, col) in enumerate(pairs, start=1):
+        if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):
+            try:  # text some writers store without marking it as UTF-8
+                col = pc.cast(col, pa.string())
+            except pa.ArrowInvalid:
+                raise InputError(
+                    "holds bytes that are not UTF-8 text", file=path, field=name or None
+                ) from None
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
             col = pc.if_else(pc.equal(pc.utf8_trim_whitespace(col), ""), None, col)
         if not name:

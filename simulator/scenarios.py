@@ -6,6 +6,7 @@ input with an `InputError` that names the row (1-based, header excluded) and the
 
 from __future__ import annotations
 
+import decimal
 import difflib
 import functools
 from dataclasses import dataclass
@@ -404,8 +405,9 @@ class ScenarioArrays:
         return pd.DataFrame(self.columns(), copy=False)
 
 
-def _columns(df: pd.DataFrame, source: str) -> dict[str, pd.Series]:
-    """The table's columns by stripped name; a name given twice is refused."""
+def _columns(df: pd.DataFrame, source: str, row_offset: int = 0) -> dict[str, pd.Series]:
+    """The table's columns by stripped name; a name given twice, or a column whose cells are
+    neither text nor numbers, is refused."""
     names = [str(c).strip() for c in df.columns]
     seen: dict[str, int] = {}
     for position, name in enumerate(names, start=1):
@@ -416,7 +418,90 @@ def _columns(df: pd.DataFrame, source: str) -> dict[str, pd.Series]:
                 field=name,
             )
         seen[name] = position
-    return {name: df.iloc[:, i] for i, name in enumerate(names)}
+    cols = {name: df.iloc[:, i] for i, name in enumerate(names)}
+    for name, series in cols.items():
+        _check_cells(series, name, source, row_offset)
+    return cols
+
+
+def _kind_of(cell) -> str:
+    """What a cell that is neither text nor a number holds, in words."""
+    import datetime
+
+    if isinstance(cell, (bool, np.bool_)):
+        return "a true/false value"
+    if isinstance(cell, (list, tuple, np.ndarray)):
+        return "a list"
+    if isinstance(cell, dict):
+        return "a mapping"
+    if isinstance(cell, (bytes, bytearray)):
+        return "a bytes value"
+    if isinstance(
+        cell, (datetime.date, datetime.time, datetime.timedelta, np.datetime64, np.timedelta64)
+    ):
+        return "a date or time"
+    return f"a {type(cell).__name__}"
+
+
+_CELL_KINDS = ("string", "empty", "integer", "floating", "mixed-integer-float", "decimal")
+"""What `pandas.api.types.infer_dtype` may call a column of text or numbers."""
+
+
+def _check_cells(series: pd.Series, column: str, source: str, row_offset: int) -> None:
+    """Refuse a column whose cells are neither text nor numbers: dates and durations (which
+    pandas would read as nanosecond counts), true/false in a numeric column, and lists,
+    mappings or bytes (a Parquet file or a DataFrame can hold them), naming the first."""
+    import pandas as pd
+
+    kind = series.dtype.kind
+    if kind in "mM" or isinstance(series.dtype, (pd.PeriodDtype, pd.IntervalDtype)):
+        raise InputError(
+            f"holds dates or times ({series.dtype}); give numbers or text",
+            file=source,
+            field=column,
+        )
+    if pd.api.types.is_bool_dtype(series.dtype):
+        if column in NUMERIC_COLUMNS:
+            raise InputError("holds true/false values; give numbers", file=source, field=column)
+        return
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        categories = pd.Series(series.cat.categories)
+        if len(categories):
+            codes = series.cat.codes.to_numpy()
+            try:
+                _check_cells(categories, column, source, 0)
+            except InputError as exc:
+                if exc.row is None:
+                    raise
+                first = int(np.argmax(codes == exc.row - 1))
+                raise InputError(
+                    exc.bare_message, file=source, row=row_offset + first + 1, field=column
+                ) from None
+        return
+    if kind != "O":
+        return
+    inferred = pd.api.types.infer_dtype(series, skipna=True)
+    if inferred in _CELL_KINDS or (inferred == "boolean" and column not in NUMERIC_COLUMNS):
+        return
+    numeric = column in NUMERIC_COLUMNS
+    for i, cell in enumerate(series.array):
+        if (
+            cell is None
+            or cell is pd.NA
+            or cell is pd.NaT
+            or isinstance(cell, str)
+            or (
+                isinstance(cell, (int, float, np.number, decimal.Decimal))
+                and not (numeric and isinstance(cell, (bool, np.bool_)))
+            )
+        ):
+            continue
+        raise InputError(
+            f"{_kind_of(cell)} is neither a number nor text",
+            file=source,
+            row=row_offset + i + 1,
+            field=column,
+        )
 
 
 IGNORED_MESSAGES = (
@@ -497,7 +582,7 @@ def validate_scenarios(
     n = len(df)
     if n == 0:
         raise InputError("holds no scenario rows", file=source)
-    cols = _columns(df, source)
+    cols = _columns(df, source, row_offset)
     for col in ("target", "gpu"):
         if col not in cols:
             raise InputError(

@@ -1,5 +1,5 @@
-"""Fuzz the scenario table (`python -m simulator predict --in`, and `predict` on a frame as
-the dashboard's editor passes it), the sweep flags (`python -m simulator sweep`) and the
+"""Fuzz the scenario table (`python -m simulator predict --in` from CSV and from Parquet,
+and `predict` on a frame as the dashboard's editor passes it), the sweep flags (`python -m simulator sweep`) and the
 serve flags (`python -m simulator serve`).
 
 These parsers live in simulator/scenarios.py, simulator/sweep.py, simulator/serving.py and
@@ -10,6 +10,8 @@ a failure here names the input, and the assertion says what was wrong with the r
 from __future__ import annotations
 
 import contextlib
+import datetime
+import decimal
 import io
 import tempfile
 from pathlib import Path
@@ -60,6 +62,29 @@ EXTRA_COLUMNS = [
     "kv_dtype",
     "weight_dtype",
 ]
+
+
+ODD_CELLS = [
+    True,
+    np.bool_(False),
+    [1, 2],
+    (3,),
+    {"k": 3},
+    b"3",
+    b"\xff",
+    datetime.date(2026, 1, 1),
+    datetime.timedelta(seconds=3),
+    pd.Timestamp("2026-01-01"),
+    np.datetime64("2026-01-01"),
+    decimal.Decimal("4"),
+    decimal.Decimal("NaN"),
+    complex(1, 2),
+    np.array([3.0]),
+    pd.NA,
+    pd.NaT,
+]
+"""Cells that are neither text nor a plain number, as a DataFrame or a Parquet file holds
+them."""
 
 
 class CliRefused(Exception):
@@ -144,7 +169,9 @@ def test_scenario_csv(kind, row, col, text, extra):
 @given(
     row=st.integers(0, 100),
     column=st.sampled_from([*BASE[0], *EXTRA_COLUMNS]),
-    value=st.sampled_from(NASTY_NUMBERS) | st.sampled_from(["", "abc", "0.9;nan", "nan", None]),
+    value=st.sampled_from(NASTY_NUMBERS)
+    | st.sampled_from(["", "abc", "0.9;nan", "nan", None])
+    | st.sampled_from(ODD_CELLS),
 )
 def test_scenario_frame(row, column, value):
     """A table as the dashboard's data editor hands it over: typed cells, 1e19 typed in."""
@@ -154,8 +181,108 @@ def test_scenario_frame(row, column, value):
     frame["k"] = pd.to_numeric(frame["k"])
     frame["acceptance_rate"] = pd.to_numeric(frame["acceptance_rate"])
     frame = frame.astype(object)
-    frame.loc[row % len(frame), column] = value
+    cells = list(frame[column]) if column in frame else [None] * len(frame)
+    cells[row % len(frame)] = value
+    frame[column] = pd.Series(cells, index=frame.index, dtype=object)
     run_case("scenario_frame", lambda: predict(frame, source="editor"), check_predictions)
+
+
+def _arrow_column(kind: str, values: list[str], row: int, text: str):
+    """One column of BASE as Parquet may type it; `text` goes into row `row` where the
+    type holds text."""
+    import pyarrow as pa
+
+    cells = list(values)
+    cells[row % len(cells)] = text
+    numbers = pd.to_numeric(pd.Series(values), errors="coerce")
+    if kind == "text":
+        return pa.array(cells, pa.string())
+    if kind == "large_text":
+        return pa.array(cells, pa.large_string())
+    if kind == "dictionary":
+        return pa.array(cells, pa.string()).dictionary_encode()
+    if kind == "binary":
+        return pa.array([c.encode("utf-8", "surrogatepass") for c in cells], pa.binary())
+    if kind == "float64":
+        return pa.array(numbers, pa.float64(), from_pandas=True)
+    if kind == "float16":
+        return pa.array(numbers.to_numpy(np.float16), pa.float16())
+    if kind == "int8":
+        return pa.array(numbers.fillna(0).to_numpy().astype(np.int8))
+    if kind == "uint64_max":
+        return pa.array([2**64 - 1] * len(values), pa.uint64())
+    if kind == "decimal":
+        return pa.array([decimal.Decimal(str(x)) for x in numbers.fillna(0)], pa.decimal128(38, 9))
+    if kind == "bool":
+        return pa.array([bool(i % 2) for i in range(len(values))])
+    if kind == "null":
+        return pa.nulls(len(values))
+    if kind == "list":
+        return pa.array([[1, 2]] * len(values))
+    if kind == "struct":
+        return pa.array([{"a": 1}] * len(values))
+    if kind == "map":
+        return pa.array([[("a", 1)]] * len(values), pa.map_(pa.string(), pa.int64()))
+    if kind == "timestamp":
+        return pa.array([datetime.datetime(2026, 1, 1)] * len(values))
+    if kind == "date":
+        return pa.array([datetime.date(2026, 1, 1)] * len(values))
+    if kind == "duration":
+        return pa.array([datetime.timedelta(seconds=3)] * len(values))
+    raise ValueError(kind)
+
+
+ARROW_KINDS = [
+    "text",
+    "large_text",
+    "dictionary",
+    "binary",
+    "float64",
+    "float16",
+    "int8",
+    "uint64_max",
+    "decimal",
+    "bool",
+    "null",
+    "list",
+    "struct",
+    "map",
+    "timestamp",
+    "date",
+    "duration",
+]
+
+
+@FUZZ
+@given(
+    column=st.sampled_from([*BASE[0], *EXTRA_COLUMNS]),
+    kind=st.sampled_from(ARROW_KINDS),
+    row=st.integers(0, 100),
+    text=nasty_text(),
+)
+def test_scenario_parquet(column, kind, row, text):
+    """A Parquet scenario table with one column of any type Parquet can hold."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = list(BASE[0])
+    columns = [pa.array([r[j] for r in BASE[1:]], pa.string()) for j in range(len(names))]
+    values = [r[names.index(column)] if column in names else "" for r in BASE[1:]]
+    replaced = _arrow_column(kind, values, row, text)
+    if column in names:
+        columns[names.index(column)] = replaced
+    else:
+        names.append(column)
+        columns.append(replaced)
+    src, out = TMP / "in.parquet", TMP / "out.csv"
+    pq.write_table(pa.Table.from_arrays(columns, names=names), src)
+    run_case(
+        "scenario_parquet",
+        lambda: _cli(["predict", "--in", str(src), "--out", str(out)]),
+        check_predictions,
+        refusals=(CliRefused,),
+        refusal_check=_named,
+    )
 
 
 SWEEP_BASE = {"--k": "2", "--alpha": "0.7", "--batch": "4"}

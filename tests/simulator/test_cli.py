@@ -1,5 +1,6 @@
 """`python -m simulator`: predictions written whole, bad input refused with status 2."""
 
+import datetime
 import io
 import os
 import signal
@@ -399,6 +400,44 @@ def test_parquet_in_and_out_give_what_csv_gives(tmp_path):
     assert pd.read_parquet(again)["speedup"].to_numpy() == pytest.approx(
         expected["speedup"].to_numpy(), nan_ok=True
     )
+
+
+def _parquet_with(tmp_path, column: str, array) -> str:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(pd.read_csv(io.StringIO(GOOD)), preserve_index=False)
+    table = table.set_column(table.column_names.index(column), column, array)
+    pq.write_table(table, tmp_path / "s.parquet")
+    return str(tmp_path / "s.parquet")
+
+
+def test_parquet_text_stored_as_bytes_is_read_as_text(tmp_path):
+    import pyarrow as pa
+
+    targets = pd.read_csv(io.StringIO(GOOD))["target"]
+    src = _parquet_with(tmp_path, "target", pa.array([t.encode() for t in targets], pa.binary()))
+    assert main(["predict", "--in", src, "--out", str(tmp_path / "p.csv")]) == 0
+    assert list(pd.read_csv(tmp_path / "p.csv")["target"]) == list(targets)
+
+
+@pytest.mark.parametrize(
+    ("column", "array", "needle"),
+    [
+        ("target", [b"\xff", b"x", b"y"], "field 'target': holds bytes that are not UTF-8 text"),
+        ("k", [[1, 2], [3], [4]], "row 1, field 'k': a list is neither a number nor text"),
+        ("k", [{"a": 1}] * 3, "row 1, field 'k': a mapping is neither"),
+        ("batch_size", [datetime.datetime(2026, 1, 1)] * 3, "field 'batch_size': holds dates"),
+        ("k", [datetime.timedelta(seconds=3)] * 3, "field 'k': holds dates or times"),
+        ("k", [True, False, True], "field 'k': holds true/false values"),
+    ],
+)
+def test_parquet_columns_of_other_types_are_refused(tmp_path, capsys, column, array, needle):
+    import pyarrow as pa
+
+    src = _parquet_with(tmp_path, column, pa.array(array))
+    assert main(["predict", "--in", src, "--out", str(tmp_path / "p.csv")]) == 2
+    assert needle in capsys.readouterr().err
 
 
 def test_sweep_writes_parquet(tmp_path):

@@ -245,3 +245,36 @@ def test_ignored_warning_follows_its_row_through_reordering():
     w = predict(rows)["warnings"].astype(str)
     expect = (methods == "none") & (rows["k"].to_numpy() == 3)
     assert (w.str.contains("method none uses no k").to_numpy() == expect).all()
+
+
+_EAGLE = {"target": ["llama-3.1-8b"] * 2, "method": ["eagle"] * 2, "gpu": ["h100-sxm"] * 2}
+
+
+@pytest.mark.parametrize(
+    ("column", "cells", "needle"),
+    [
+        # Each was taken before: True as K = 1, a date as nanoseconds, a duration of 3 ns as
+        # K = 3; a list or a mapping raised TypeError from pandas.
+        ("k", [True, False], "field 'k': holds true/false values"),
+        ("k", pd.to_datetime(["2026-01-01"] * 2), "field 'k': holds dates or times"),
+        ("k", pd.to_timedelta([3, 3]), "field 'k': holds dates or times"),
+        ("k", pd.Series([3, [1, 2]], dtype=object), "row 2, field 'k': a list is neither"),
+        ("target", pd.Series([{"a": 1}, "x"], dtype=object), "row 1, field 'target': a mapping"),
+        ("k", pd.Series([b"3", 3], dtype=object), "row 1, field 'k': a bytes value"),
+        ("k", pd.Series([3, True], dtype=object), "row 2, field 'k': a true/false value"),
+        ("k", pd.Categorical(["3", (1, 2)]), "row 2, field 'k': a list is neither"),
+    ],
+)
+def test_cells_that_are_neither_text_nor_numbers_are_refused(column, cells, needle):
+    frame = pd.DataFrame({**_EAGLE, "acceptance_rate": [0.7, 0.7], column: cells})
+    with pytest.raises(InputError) as exc:
+        predict(frame)
+    assert needle in str(exc.value)
+
+
+def test_numbers_of_any_plain_type_are_taken():
+    import decimal
+
+    cells = pd.Series([decimal.Decimal("3"), np.int8(4)], dtype=object)
+    frame = pd.DataFrame({**_EAGLE, "acceptance_rate": [0.7, 0.7], "k": cells})
+    assert list(predict(frame)["k"]) == [3, 4]
