@@ -164,16 +164,25 @@ def _catalogs(args):
     return load_gpus(args.gpus), load_models(args.models)
 
 
-def _predict(tables: Iterator, args, source: str, total: int | None = None) -> Iterator:
+def _first_row(path: str) -> int:
+    """Rows above a table's first data row, for the row an error names: a CSV's header is
+    row 1, as a spreadsheet numbers it; a Parquet file's first row is row 1."""
+    return 1 if table_format(path, "--in") == "csv" else 0
+
+
+def _predict(
+    tables: Iterator, args, source: str, total: int | None = None, row_offset: int = 0
+) -> Iterator:
     """`predict` block by block with the CLI's catalogs and profiles, reporting a large
-    table's progress; warns at the end when a profile priced no row."""
+    table's progress; warns at the end when a profile priced no row. `row_offset`: rows
+    above the first block's first row."""
     from simulator.predict import predict
 
     gpus, models = _catalogs(args)
     calibration, devices = _calibration(args)
     if total is not None and total > PROGRESS_ROWS:
         _log(f"predicting {total} scenarios...")
-    offset, used, asked = 0, False, set()
+    offset, used, asked = row_offset, False, set()
     for table in tables:
         result = predict(
             table,
@@ -193,7 +202,7 @@ def _predict(tables: Iterator, args, source: str, total: int | None = None) -> I
 
 def _requests_per_day(column, default: float, source: str, row_offset: int = 0):
     """A `requests_per_day` column as requests per day per row; blank cells get `default`.
-    `row_offset` is the rows of the table before this block (for the row an error names)."""
+    `row_offset`: rows of the file above this block (for the row an error names)."""
     import numpy as np
     import pandas as pd
 
@@ -260,11 +269,11 @@ def cmd_predict(args) -> int:
                 default = (
                     REQUESTS_PER_DAY if args.requests_per_day is None else args.requests_per_day
                 )
-                done = sum(len(d) for d in demands)
+                done = _first_row(args.inp) + sum(len(d) for d in demands)
                 demands.append(_requests_per_day(column, default, args.inp, done))
             yield table
 
-    results = _predict(tables(), args, args.inp)
+    results = _predict(tables(), args, args.inp, row_offset=_first_row(args.inp))
     if args.report:
         result = pd.concat(list(results), ignore_index=True)
         _write_report(result, np.concatenate(demands), args)
@@ -400,6 +409,7 @@ def cmd_serve(args) -> int:
         gpus if calibration is None else {**gpus, **calibration.gpus},
         models,
         source=args.inp,
+        row_offset=_first_row(args.inp),
     )
     try:
         loads = [Load(requests=args.requests, seed=args.seed, **load) for load in loads]

@@ -6,8 +6,9 @@ from __future__ import annotations
 class InputError(ValueError):
     """Bad user input: a catalog row, a scenario cell, a profile field.
 
-    The message names the file, the row (1-based, as a spreadsheet shows it, header = row 1)
-    and the field, and says what would be valid.
+    The message names the file, the row and the field, and says what would be valid. A CSV
+    file's rows are numbered as a spreadsheet numbers them (the header is row 1); a Parquet
+    file's, or a table's on a page, from 1 at the first row of data.
     """
 
     def __init__(self, message: str, *, file: str = "", row: int | None = None, field: str = ""):

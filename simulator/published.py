@@ -61,16 +61,16 @@ def load_published(path) -> pd.DataFrame:
         blank = table[col].fillna("").astype(str).str.strip().eq("").to_numpy()
         if blank.any():
             row = int(np.argmax(blank))
-            raise InputError("is blank", file=str(path), row=row + 1, field=col)
+            raise InputError("is blank", file=str(path), row=row + 2, field=col)
     ids = table["case_id"].astype(str).str.strip()
     twice = ids.duplicated().to_numpy()
     if twice.any():
         row = int(np.argmax(twice))
         first = int(np.argmax((ids == ids.iloc[row]).to_numpy()))
         raise InputError(
-            f"'{ids.iloc[row]}' is the case_id of row {first + 1} too; give each case its own",
+            f"'{ids.iloc[row]}' is the case_id of row {first + 2} too; give each case its own",
             file=str(path),
-            row=row + 1,
+            row=row + 2,
             field="case_id",
         )
     speedup = pd.to_numeric(table["published_speedup"], errors="coerce")
@@ -78,7 +78,7 @@ def load_published(path) -> pd.DataFrame:
     bad_flag = ~scored.isin(["true", "false"])
     if bad_flag.any():
         row = int(np.argmax(bad_flag.to_numpy()))
-        raise InputError("must be true or false", file=str(path), row=row + 1, field="scored")
+        raise InputError("must be true or false", file=str(path), row=row + 2, field="scored")
     table["scored"] = scored.eq("true")
     bad = table["scored"] & ~((speedup > 0) & (speedup <= MAX_SPEEDUP))
     if bad.any():
@@ -87,7 +87,7 @@ def load_published(path) -> pd.DataFrame:
             f"a scored row needs a published speedup above 0 and at most {MAX_SPEEDUP} "
             "(K + 1 at the largest K)",
             file=str(path),
-            row=row + 1,
+            row=row + 2,
             field="published_speedup",
         )
     table["published_speedup"] = speedup
@@ -103,9 +103,18 @@ def score(
     source: str = "published",
 ) -> pd.DataFrame:
     """One row per scored case: prediction, publication and error."""
-    rows = published[published["scored"]].reset_index(drop=True)
+    scored = np.flatnonzero(published["scored"].to_numpy(dtype=bool))
+    rows = published.iloc[scored].reset_index(drop=True)
     scenario = rows[[c for c in INPUT_COLUMNS if c in rows.columns]]
-    pred = predict(scenario, gpus=gpus, models=models, defaults=defaults, source=source)
+    try:
+        pred = predict(scenario, gpus=gpus, models=models, defaults=defaults, source=source)
+    except InputError as exc:
+        if exc.row is None:
+            raise
+        # The row of the file, as `load_published` numbers it (header = row 1), not of the
+        # scored rows alone.
+        row = int(scored[exc.row - 1]) + 2
+        raise InputError(exc.bare_message, file=exc.file, row=row, field=exc.field) from None
     open_loop = pred["request_rate"].notna().to_numpy()
     batch = np.where(
         open_loop, pred["effective_batch_baseline"].to_numpy(), pred["batch_size"].to_numpy()

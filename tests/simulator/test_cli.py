@@ -43,15 +43,15 @@ def test_predict_writes_inputs_and_outputs(tmp_path):
 @pytest.mark.parametrize(
     ("edit", "needle"),
     [
-        (lambda s: s.replace("llama-3.1-8b,eagle", "llama-9-8b,eagle"), "row 2, field 'target'"),
+        (lambda s: s.replace("llama-3.1-8b,eagle", "llama-9-8b,eagle"), "row 3, field 'target'"),
         (lambda s: s.replace("target,method", "model,method"), "did you mean 'target'?"),
-        (lambda s: s.replace(",5,0.7,8", ",-5,0.7,8"), "row 1, field 'k'"),
-        (lambda s: s.replace(",3,0.75,1", ",3,1.5,1"), "row 2, field 'acceptance_rate'"),
-        (lambda s: s.replace(",3,0.75,1", ",3,nan,1"), "row 2, field 'acceptance_rate'"),
-        (lambda s: s.replace(",3,0.75,1", ",40,0.75,1"), "row 2, field 'k'"),
-        (lambda s: s.replace(",3,0.75,1", ",3,0.75,-2"), "row 2, field 'batch_size'"),
-        (lambda s: s.replace("h100-sxm,1", "tpu-v9,1"), "row 2, field 'gpu'"),
-        (lambda s: s.replace(",3,0.75,1", ",3,abc,1"), "row 2, field 'acceptance_rate'"),
+        (lambda s: s.replace(",5,0.7,8", ",-5,0.7,8"), "row 2, field 'k'"),
+        (lambda s: s.replace(",3,0.75,1", ",3,1.5,1"), "row 3, field 'acceptance_rate'"),
+        (lambda s: s.replace(",3,0.75,1", ",3,nan,1"), "row 3, field 'acceptance_rate'"),
+        (lambda s: s.replace(",3,0.75,1", ",40,0.75,1"), "row 3, field 'k'"),
+        (lambda s: s.replace(",3,0.75,1", ",3,0.75,-2"), "row 3, field 'batch_size'"),
+        (lambda s: s.replace("h100-sxm,1", "tpu-v9,1"), "row 3, field 'gpu'"),
+        (lambda s: s.replace(",3,0.75,1", ",3,abc,1"), "row 3, field 'acceptance_rate'"),
     ],
     ids=[
         "unknown-target",
@@ -336,12 +336,12 @@ def test_report_default_demand_is_the_dashboards(tmp_path):
 
 def test_report_refuses_a_bad_demand(tmp_path, capsys):
     assert _predict_exit(tmp_path, REPORT.replace(",0.7,8,5000", ",0.7,8,lots"), "--report") == 2
-    assert "row 1, field 'requests_per_day': 'lots'" in capsys.readouterr().err
+    assert "row 2, field 'requests_per_day': 'lots'" in capsys.readouterr().err
     assert _predict_exit(tmp_path, REPORT.replace(",0.7,8,5000", ",0.7,8,-1"), "--report") == 2
-    assert "row 1, field 'requests_per_day'" in capsys.readouterr().err
+    assert "row 2, field 'requests_per_day'" in capsys.readouterr().err
     # 1e300 priced to an infinite demand and a NaN saving, exit 0.
     assert _predict_exit(tmp_path, REPORT.replace(",0.7,8,5000", ",0.7,8,1e300"), "--report") == 2
-    assert "row 1, field 'requests_per_day': '1e300'" in capsys.readouterr().err
+    assert "row 2, field 'requests_per_day': '1e300'" in capsys.readouterr().err
     src, out = tmp_path / "s.csv", tmp_path / "r.csv"
     src.write_text(GOOD)
     argv = ["predict", "--in", str(src), "--out", str(out), "--report"]
@@ -360,7 +360,8 @@ def test_report_names_the_row_of_a_bad_demand_past_the_first_block(tmp_path, cap
     for i in range(1, last):
         lines[i] = lines[i].replace(",lots", ",5000")
     assert _predict_exit(tmp_path, "\n".join(lines) + "\n", "--report") == 2
-    assert f"row {last}, field 'requests_per_day': 'lots'" in capsys.readouterr().err
+    # Numbered as a spreadsheet numbers the file's lines: the header is row 1.
+    assert f"row {last + 1}, field 'requests_per_day': 'lots'" in capsys.readouterr().err
 
 
 PROFILE = ROOT / "data/profiles/cpu/tiny.json"

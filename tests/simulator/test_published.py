@@ -94,7 +94,7 @@ def test_a_case_no_measurement_could_give_is_refused(tmp_path, column, value, fi
     table.to_csv(bad, index=False)
     with pytest.raises(InputError) as exc:
         load_published(bad)
-    assert exc.value.field == field and exc.value.row == first + 1
+    assert exc.value.field == field and exc.value.row == first + 2  # header = row 1
 
 
 def test_a_case_id_given_twice_is_refused(tmp_path):
@@ -102,6 +102,21 @@ def test_a_case_id_given_twice_is_refused(tmp_path):
     table = pd.concat([table, table.iloc[[3]]], ignore_index=True)
     bad = tmp_path / "bad.csv"
     table.to_csv(bad, index=False)
-    with pytest.raises(InputError, match="row 4 too") as exc:
+    with pytest.raises(InputError, match="row 5 too") as exc:  # header = row 1
         load_published(bad)
-    assert exc.value.field == "case_id" and exc.value.row == len(table)
+    assert exc.value.field == "case_id" and exc.value.row == len(table) + 1
+
+
+def test_a_bad_scenario_cell_names_its_row_of_the_file(tmp_path):
+    # Rows that are not scored are not predicted, so the error's row was counted among the
+    # scored rows alone.
+    table = pd.read_csv(PUBLISHED, dtype=str, keep_default_na=False)
+    unscored = table.index[table["scored"] == "false"]
+    assert len(unscored), "the bundled set has no unscored row to stand above the bad one"
+    bad_row = int(table.index[(table["scored"] == "true") & (table.index > unscored[0])][0])
+    table.loc[bad_row, "gpu"] = "tpu-v9"
+    bad = tmp_path / "bad.csv"
+    table.to_csv(bad, index=False)
+    with pytest.raises(InputError) as exc:
+        score(load_published(bad), source=str(bad))
+    assert exc.value.field == "gpu" and exc.value.row == bad_row + 2

@@ -379,7 +379,7 @@ def test_serve_refuses_a_bad_row_before_simulating_any(tmp_path):
         check=False,
     )
     assert run_.returncode == 2
-    assert "row 2, field 'draft'" in run_.stderr
+    assert "row 3, field 'draft'" in run_.stderr  # the file's third line
     assert "requests per arm" not in run_.stderr  # no simulation started
     assert not out.exists()
 
