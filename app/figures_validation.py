@@ -7,6 +7,8 @@ builders take its DataFrame and return plotly figures, so tests can inspect them
 
 from __future__ import annotations
 
+import csv
+import html
 import io
 
 import numpy as np
@@ -15,6 +17,8 @@ import plotly.graph_objects as go
 
 from app.figures import frame
 from simulator.errors import InputError
+from simulator.published import MAX_SPEEDUP
+from simulator.scenarios import K_LIMIT, LIMITS
 
 ERROR_BAND = 0.10
 """The issue's target: median |predicted / measured - 1| at or below 10%."""
@@ -22,18 +26,45 @@ MAX_POSITIONS = 8
 REQUIRED_COLUMNS = ("mode", "workload", "batch", "k", "measured_speedup", "predicted_speedup")
 NUMERIC_COLUMNS = ("batch", "k", "measured_speedup", "predicted_speedup")
 MAX_CSV_BYTES = 5 * 1024 * 1024
+MAX_ROWS = 10_000
+"""Points one file may hold: `profiler validate` writes a few hundred."""
+MAX_GROUPS = 20
+"""(mode, workload) pairs one file may hold: each is a trace of both figures."""
+MAX_NAME_CHARS = 80
+MAX_BATCH_SIZE = LIMITS["batch_size"][0]
+_LIMITS = {
+    # column: (least, most, whole number, whether the least is allowed)
+    "batch": (1, MAX_BATCH_SIZE, True, True),
+    "k": (0, K_LIMIT, True, True),
+    "measured_speedup": (0.0, MAX_SPEEDUP, False, False),
+    "predicted_speedup": (0.0, MAX_SPEEDUP, False, False),
+    "predicted_speedup_isolated_draft": (0.0, MAX_SPEEDUP, False, False),
+    "sequence_steps": (1, 1e12, True, True),
+    **{f"p{i}": (0.0, 1.0, False, True) for i in range(1, MAX_POSITIONS + 1)},
+}
+"""What each numeric column the page reads may hold: a speedup is at most K + 1 at the
+largest K, as in the published set."""
+_ERROR_TOLERANCE = 1e-4
 _WORKLOAD_SYMBOLS = {"code": "circle", "prose": "diamond"}
 _MODE_COLORS = ["#1f6feb", "#cf222e", "#2da44e", "#8250df", "#bf8700"]
 
 
 def read_validation_csv(data: bytes, name: str = "upload") -> pd.DataFrame:
-    """Parse and check a validation CSV; `InputError` names the file, row and column."""
+    """Parse and check a validation CSV; `InputError` names the file, row and column (the
+    header is row 1). `error` is predicted / measured - 1, computed where absent."""
     if len(data) > MAX_CSV_BYTES:
         raise InputError(f"{len(data):,} bytes is over the {MAX_CSV_BYTES:,}-byte limit", file=name)
     try:
-        df = pd.read_csv(io.BytesIO(data))
-    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        text = data.decode("utf-8-sig")
+        header = next(csv.reader(io.StringIO(text)), [])
+        df = pd.read_csv(io.StringIO(text))
+    except (UnicodeDecodeError, csv.Error, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise InputError(f"not a readable CSV table ({exc})", file=name) from None
+    names = [h.strip() for h in header]
+    for i, col in enumerate(names):
+        if col in names[:i]:
+            raise InputError("column appears twice in the header", file=name, row=1, field=col)
+    df.columns = names
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(
@@ -44,27 +75,91 @@ def read_validation_csv(data: bytes, name: str = "upload") -> pd.DataFrame:
         )
     if df.empty:
         raise InputError("has no rows", file=name)
-    positions = [f"p{i}" for i in range(1, MAX_POSITIONS + 1) if f"p{i}" in df.columns]
-    for col in (*NUMERIC_COLUMNS, *positions):
-        values = pd.to_numeric(df[col], errors="coerce")
-        must_have = col in NUMERIC_COLUMNS
-        bad = (values.isna() & df[col].notna()) | (must_have & values.isna())
-        bad |= ~np.isfinite(values.fillna(0.0)) | (values < 0)
-        if col in NUMERIC_COLUMNS[2:]:
-            bad |= values <= 0
-        is_rate = col in positions
-        if is_rate:
-            bad |= values > 1
+    if len(df) > MAX_ROWS:
+        raise InputError(
+            f"{len(df):,} rows is more than the {MAX_ROWS:,} one file may hold", file=name
+        )
+    for col in ("mode", "workload"):
+        cells = df[col].astype("string").str.strip()
+        bad = (cells.isna() | cells.eq("") | cells.str.len().gt(MAX_NAME_CHARS)).to_numpy(bool)
         if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            valid = "a probability in [0, 1]" if is_rate else "a number > 0"
-            raise InputError(f"'{df[col].iloc[i]}' is not {valid}", file=name, row=i + 2, field=col)
+            i = int(np.argmax(bad))
+            raise InputError(
+                f"must be a name of 1 to {MAX_NAME_CHARS} characters",
+                file=name,
+                row=i + 2,
+                field=col,
+            )
+        df[col] = cells.astype(str).to_numpy(object)
+    groups = df.groupby(["mode", "workload"], sort=False).ngroups
+    if groups > MAX_GROUPS:
+        raise InputError(
+            f"{groups} (mode, workload) pairs is more than the {MAX_GROUPS} the figures show",
+            file=name,
+            field="mode",
+        )
+    for col, (least, most, whole, closed) in _LIMITS.items():
+        if col not in df.columns:
+            continue
+        values = _numbers(df[col])
+        must_have = col in NUMERIC_COLUMNS
+        given = df[col].notna().to_numpy()
+        with np.errstate(invalid="ignore"):
+            fine = np.isfinite(values) & (values <= most)
+            fine &= values >= least if closed else values > least
+            if whole:
+                fine &= values == np.floor(values)
+        bad = (given | must_have) & ~fine
+        if bad.any():
+            i = int(np.argmax(bad))
+            kind = "a whole number" if whole else "a number"
+            low = f"{least:g} <= x" if closed else f"{least:g} < x"
+            raise InputError(
+                f"'{df[col].iloc[i]}' is not {kind} with {low} <= {most:g}",
+                file=name,
+                row=i + 2,
+                field=col,
+            )
         df[col] = values
-    df["mode"] = df["mode"].astype(str)
-    df["workload"] = df["workload"].astype(str)
-    if "error" not in df.columns:
-        df["error"] = df["predicted_speedup"] / df["measured_speedup"] - 1.0
+    error = df["predicted_speedup"] / df["measured_speedup"] - 1.0
+    if "error" in df.columns:
+        given = pd.Series(_numbers(df["error"]), index=df.index)
+        bad = (given - error).abs().gt(_ERROR_TOLERANCE) | (given.isna() & df["error"].notna())
+        if bad.any():
+            i = int(np.argmax(bad.to_numpy()))
+            raise InputError(
+                f"'{df['error'].iloc[i]}' is not predicted_speedup / measured_speedup - 1 "
+                f"({error.iloc[i]:.6g}); correct it or leave the column out",
+                file=name,
+                row=i + 2,
+                field="error",
+            )
+    df["error"] = error
     return df
+
+
+def _numbers(column: pd.Series) -> np.ndarray:
+    """Cells as floats, NaN where not a number; an integer too large for a float (read as
+    a Python int) is infinite."""
+    try:
+        return pd.to_numeric(column, errors="coerce").to_numpy(float)
+    except (OverflowError, TypeError, ValueError):
+        pass
+    out = np.full(len(column), np.nan)
+    for i, cell in enumerate(column):
+        try:
+            out[i] = float(cell)
+        except OverflowError:
+            out[i] = np.inf
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+def _label(mode: str, workload: str) -> str:
+    """A trace's name from the file's text, shown literally: plotly reads tags in names
+    (a link in the legend), so `&`, `<` and `>` go in as entities."""
+    return html.escape(f"{mode}, {workload}", quote=False)
 
 
 def error_summary(df: pd.DataFrame) -> dict[str, float]:
@@ -118,7 +213,7 @@ def predicted_vs_measured(df: pd.DataFrame, band: float = ERROR_BAND) -> go.Figu
                 "x": g["measured_speedup"].to_numpy(),
                 "y": g["predicted_speedup"].to_numpy(),
                 "mode": "markers",
-                "name": f"{mode}, {workload}",
+                "name": _label(mode, workload),
                 "marker": {
                     "color": color,
                     "symbol": _WORKLOAD_SYMBOLS.get(workload, "square"),
@@ -203,7 +298,7 @@ def acceptance_by_position(df: pd.DataFrame) -> go.Figure:
                 "x": x,
                 "y": g["acceptance"].to_numpy(),
                 "mode": "lines+markers",
-                "name": f"{mode}, {workload}: measured",
+                "name": _label(mode, workload) + ": measured",
                 "line": {"color": color, "dash": dash},
                 "marker": {"symbol": _WORKLOAD_SYMBOLS.get(workload, "square")},
             }
@@ -214,7 +309,7 @@ def acceptance_by_position(df: pd.DataFrame) -> go.Figure:
                 "x": x,
                 "y": g["iid"].to_numpy(),
                 "mode": "lines",
-                "name": f"{mode}, {workload}: i.i.d. alpha^i",
+                "name": _label(mode, workload) + ": i.i.d. alpha^i",
                 "line": {"color": color, "dash": "dot", "width": 1},
             }
         )

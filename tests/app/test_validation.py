@@ -82,3 +82,46 @@ def test_page_scores_the_published_set_as_the_cli_does():
     assert by_source.loc["magicdec", "median_abs_error"] == pytest.approx(
         expected.by_source.loc["magicdec", "median_abs_error"], abs=1e-3
     )
+
+
+H = "mode,workload,batch,k,measured_speedup,predicted_speedup"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        # Each was taken before: batch 0 crashed the page (plotly refused a marker size of
+        # -inf); the others drew a point the profiler cannot measure.
+        (H + "\nspec,code,0,3,1.5,1.4\n", "row 2, field 'batch'"),
+        (H + "\nspec,code,2.5,3,1.5,1.4\n", "row 2, field 'batch'"),
+        (H + "\nspec,code,1e300,3,1.5,1.4\n", "row 2, field 'batch'"),
+        (H + "\nspec,code,2,1e300,1.5,1.4\n", "row 2, field 'k'"),
+        (H + "\nspec,code,2,3,1e-300,1e300\n", "row 2, field 'predicted_speedup'"),
+        (H + ",batch\nspec,code,2,3,1.5,1.4,4\n", "row 1, field 'batch': column appears twice"),
+        (H + "\n,code,2,3,1.5,1.4\n", "row 2, field 'mode'"),
+        (H + ",error\nspec,code,2,3,1.5,1.4,abc\n", "row 2, field 'error'"),
+        (H + ",error\nspec,code,2,3,1.5,1.4,0.5\n", "row 2, field 'error'"),
+        (H + ",sequence_steps,p1\nspec,code,2,3,1.5,1.4,0,0.5\n", "field 'sequence_steps'"),
+        (H + "\n" + "".join(f"m{i},code,2,3,1.5,1.4\n" for i in range(30)), "30 (mode, workload)"),
+        (H + "\n" + "spec,code,2,3,1.5,1.4\n" * 10_001, "10,001 rows"),
+    ],
+)
+def test_an_upload_the_page_cannot_show_is_refused_naming_the_cell(text, needle):
+    with pytest.raises(InputError) as exc:
+        fv.read_validation_csv(text.encode(), "up.csv")
+    assert needle in str(exc.value)
+
+
+def test_an_error_column_that_agrees_is_kept_and_one_that_is_absent_is_computed():
+    given = fv.read_validation_csv((H + ",error\nspec,code,2,3,1.5,1.4,-0.0666667\n").encode())
+    computed = fv.read_validation_csv((H + "\nspec,code,2,3,1.5,1.4\n").encode())
+    assert given["error"].iloc[0] == pytest.approx(1.4 / 1.5 - 1)
+    assert computed["error"].iloc[0] == given["error"].iloc[0]
+
+
+def test_trace_names_from_the_file_show_literally():
+    text = H + "\n<a href='http://example.com'>x</a>,code,2,3,1.5,1.4\n"
+    df = fv.read_validation_csv(text.encode())
+    names = [t.name for t in fv.predicted_vs_measured(df).data]
+    assert "&lt;a href='http://example.com'&gt;x&lt;/a&gt;, code" in names
+    assert not any("<a" in n for n in names)
