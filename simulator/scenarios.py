@@ -1,7 +1,9 @@
 """The scenario table: its columns, their defaults, and validation of user input.
 
 One row per scenario. `normalise_scenarios` fills documented defaults and rejects bad
-input with an `InputError` that names the row (1-based, header excluded) and the column.
+input with an `InputError` that names the row (1-based from the first row of data, plus
+the `row_offset` a caller gives: the command line counts a CSV file's header as row 1) and
+the column.
 """
 
 from __future__ import annotations
@@ -491,7 +493,7 @@ def _check_cells(series: pd.Series, column: str, source: str, row_offset: int) -
             or cell is pd.NaT
             or isinstance(cell, str)
             or (
-                isinstance(cell, (int, float, np.number, decimal.Decimal))
+                isinstance(cell, (int, float, np.number, np.bool_, decimal.Decimal))
                 and not (numeric and isinstance(cell, (bool, np.bool_)))
             )
         ):
