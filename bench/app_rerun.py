@@ -106,7 +106,7 @@ def _cycle(key: str):
 
 
 def _validation_batches(at, i):
-    box = at.multiselect(key="validation_batches")
+    box = next(m for m in at.multiselect if m.label == "Batch")
     options = [int(o) for o in box.options]
     # Drop a different batch each time (all kept on even steps past the options).
     keep = [b for j, b in enumerate(options) if j != i % (len(options) + 1)]

@@ -3,6 +3,7 @@ on a machine by `python -m profiler validate`, from the bundled CSV or an upload
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,14 @@ from simulator.published import Summary, summarise
 
 VALIDATION_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
 MAX_UPLOAD_MB = max(1, fv.MAX_CSV_BYTES // (1024 * 1024))
+
+
+def _filter_key(name: str, options: list) -> str:
+    """A filter's widget key, one per set of options: a file with other modes, workloads
+    or batches starts with all of its own selected, not with the last file's choices
+    (which would match none of its points); one with the same options keeps the choice."""
+    digest = hashlib.sha1("\x1f".join(map(str, options)).encode()).hexdigest()[:12]
+    return f"{name}:{digest}"
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -132,12 +141,16 @@ with machine_tab:
     modes = list(dict.fromkeys(df["mode"]))
     workloads = list(dict.fromkeys(df["workload"]))
     c1, c2, c3 = st.columns(3)
-    pick_modes = c1.multiselect("Decoding", modes, default=modes, key="validation_modes")
-    pick_workloads = c2.multiselect(
-        "Workload", workloads, default=workloads, key="validation_workloads"
-    )
     batches = sorted(int(b) for b in df["batch"].unique())
-    pick_batches = c3.multiselect("Batch", batches, default=batches, key="validation_batches")
+    pick_modes = c1.multiselect(
+        "Decoding", modes, default=modes, key=_filter_key("validation_modes", modes)
+    )
+    pick_workloads = c2.multiselect(
+        "Workload", workloads, default=workloads, key=_filter_key("validation_workloads", workloads)
+    )
+    pick_batches = c3.multiselect(
+        "Batch", batches, default=batches, key=_filter_key("validation_batches", batches)
+    )
     view = df[
         df["mode"].isin(pick_modes)
         & df["workload"].isin(pick_workloads)

@@ -125,3 +125,18 @@ def test_trace_names_from_the_file_show_literally():
     names = [t.name for t in fv.predicted_vs_measured(df).data]
     assert "&lt;a href='http://example.com'&gt;x&lt;/a&gt;, code" in names
     assert not any("<a" in n for n in names)
+
+
+def test_an_upload_with_other_modes_shows_all_its_points(app):
+    # The filters kept the bundled file's modes, so an upload whose modes differ matched
+    # no point ("No points match the filters").
+    at = app("validation")
+    text = H + "\nspec,prose,2,3,1.5,1.4\nspec,prose,4,3,1.3,1.35\n"
+    at.file_uploader(key="validation_upload").set_value(
+        ("other.csv", text.encode(), "text/csv")
+    ).run()
+    assert not at.exception and not at.error
+    assert not any("No points match" in w.value for w in at.warning)
+    assert {m.label: m.value for m in at.metric}["points"] == "2"
+    modes = next(m for m in at.multiselect if m.label == "Decoding")
+    assert modes.value == ["spec"]
