@@ -22,8 +22,17 @@ MEMORY_COLORS = {
     "KV cache": "#2da44e",
     "held back (1 - utilisation)": "#d0d7de",
 }
-_LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0}
-"""Below the axis title: a legend of several rows above the plot would cover the title."""
+_LEGEND_BELOW = {
+    "orientation": "h",
+    "yref": "container",
+    "yanchor": "bottom",
+    "y": 0,
+    "xanchor": "left",
+    "x": 0,
+}
+"""At the foot of the figure, below the axis title: a legend of several rows above the
+plot would cover the title, and one placed a fraction of the plot's height below it
+(y = -0.2 of the plot area) touched the axis title once its rows shrank the plot."""
 
 
 def frame(

@@ -52,6 +52,17 @@ def test_speedup_vs_k_draws_one_line_per_curve_from_the_simulator():
     assert np.all(np.asarray(fig.data[1].y) > np.asarray(fig.data[0].y))
 
 
+def test_the_legend_sits_at_the_foot_of_the_figure_whatever_its_rows():
+    # Placed at y = -0.2 of the plot area, six rows of legend shrank the plot until the
+    # legend's first row lay on the x axis title (the ROI page's speedup-against-K chart).
+    curves = [f"curve {i}" for i in range(6)]
+    df = pd.DataFrame(
+        [{"curve": c, "k": k, "speedup": 1.0 + k / 10} for c in curves for k in (1, 2)]
+    )
+    legend = figures.speedup_vs_k(df).layout.legend
+    assert (legend.yref, legend.yanchor, legend.y) == ("container", "bottom", 0)
+
+
 def test_crossover_batch_interpolates_on_a_log_axis():
     # Falls from 1.5 at batch 10 to 0.5 at batch 100: halfway in log space is sqrt(1000).
     assert figures.crossover_batch([1, 10, 100], [2.0, 1.5, 0.5]) == pytest.approx(math.sqrt(1000))
