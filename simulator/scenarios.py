@@ -420,7 +420,8 @@ def _columns(df: pd.DataFrame, source: str, row_offset: int = 0) -> dict[str, pd
                 field=name,
             )
         seen[name] = position
-    cols = {name: df.iloc[:, i] for i, name in enumerate(names)}
+    # The labels are distinct (their stripped names are), so each selects one column.
+    cols = {name: df[label] for name, label in zip(names, df.columns, strict=True)}
     for name, series in cols.items():
         _check_cells(series, name, source, row_offset)
     return cols
