@@ -216,7 +216,9 @@ f2.plotly_chart(
 f1.plotly_chart(figures_load.goodput_vs_load(table), key="load_goodput")
 with f2:
     st.markdown("**Every point**")
-    st.dataframe(table.round(3), hide_index=True, key="load_table")
+    # The load column this kind of load does not set (rate or concurrency) is all empty:
+    # shown without it; the download keeps the `serve` command's columns.
+    st.dataframe(table.dropna(axis=1, how="all").round(3), hide_index=True, key="load_table")
     st.download_button(
         "Download load & SLO table (CSV)",
         table.to_csv(index=False).encode(),

@@ -17,6 +17,8 @@ def test_page_draws_latency_and_goodput_from_the_simulation(app, charts):
     table = at.dataframe[0].value
     assert set(table["arm"]) == {"baseline", "spec"}
     assert len(table) == 6
+    # A request rate sets no concurrency: the empty column is not shown.
+    assert "rate" in table and "concurrency" not in table
     tpot = figs["load_tpot"]
     p99 = next(t for t in tpot["data"] if t["name"] == "spec P99")
     rows = table[table["arm"] == "spec"].sort_values("rate")
