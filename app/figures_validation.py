@@ -56,14 +56,30 @@ def read_validation_csv(data: bytes, name: str = "upload") -> pd.DataFrame:
         raise InputError(f"{len(data):,} bytes is over the {MAX_CSV_BYTES:,}-byte limit", file=name)
     try:
         text = data.decode("utf-8-sig")
-        header = next(csv.reader(io.StringIO(text)), [])
-        df = pd.read_csv(io.StringIO(text))
-    except (UnicodeDecodeError, csv.Error, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        # Blank lines skipped, as pandas skips them: the rows pandas numbers.
+        lines = [r for r in csv.reader(io.StringIO(text)) if r]
+    except (UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"not a readable CSV table ({exc})", file=name) from None
-    names = [h.strip() for h in header]
+    if not lines:
+        raise InputError("is empty", file=name)
+    names = [h.strip() for h in lines[0]]
     for i, col in enumerate(names):
         if col in names[:i]:
             raise InputError("column appears twice in the header", file=name, row=1, field=col)
+    for i, row in enumerate(lines[1:], start=2):
+        # pandas would take a first field without a header as the index, silently.
+        if len(row) != len(names):
+            raise InputError(
+                f"has {len(row)} field{'s' * (len(row) != 1)} where the header names {len(names)}",
+                file=name,
+                row=i,
+            )
+    try:
+        df = pd.read_csv(io.StringIO(text), index_col=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise InputError(f"not a readable CSV table ({exc})", file=name) from None
+    if len(df.columns) != len(names):
+        raise InputError("not a readable CSV table (its header and rows disagree)", file=name)
     df.columns = names
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:

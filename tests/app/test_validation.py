@@ -104,12 +104,22 @@ H = "mode,workload,batch,k,measured_speedup,predicted_speedup"
         (H + ",sequence_steps,p1\nspec,code,2,3,1.5,1.4,0,0.5\n", "field 'sequence_steps'"),
         (H + "\n" + "".join(f"m{i},code,2,3,1.5,1.4\n" for i in range(30)), "30 (mode, workload)"),
         (H + "\n" + "spec,code,2,3,1.5,1.4\n" * 10_001, "10,001 rows"),
+        # pandas took a first field without a header as the index and shifted the rest.
+        (H + "\nX,spec,code,2,3,1.5,1.4\n", "row 2: has 7 fields where the header names 6"),
+        (H + "\nspec,code,2,3,1.5\n", "row 2: has 5 fields"),
+        ("", "is empty"),
     ],
 )
 def test_an_upload_the_page_cannot_show_is_refused_naming_the_cell(text, needle):
     with pytest.raises(InputError) as exc:
         fv.read_validation_csv(text.encode(), "up.csv")
     assert needle in str(exc.value)
+
+
+def test_blank_lines_are_skipped_before_and_between_rows():
+    # A blank first line crashed the parser (the header was read from it).
+    df = fv.read_validation_csv(("\n" + H + "\n\nspec,code,2,3,1.5,1.4\n").encode())
+    assert list(df["mode"]) == ["spec"] and list(df["batch"]) == [2]
 
 
 def test_an_error_column_that_agrees_is_kept_and_one_that_is_absent_is_computed():

@@ -1,6 +1,7 @@
 """Fuzz the Validation page's upload (`app/figures_validation.read_validation_csv`): the
-bundled `cpu_validation.csv` cut to a few points, with one cell, a header name or the
-number of points replaced, then parsed and drawn as the page draws it.
+bundled `cpu_validation.csv` cut to a few points, with one cell, a header name, the
+number of points or of a row's fields changed, or blank lines first, then parsed and
+drawn as the page draws it.
 
 A failure here names the input, and the assertion says what was wrong with the figures.
 """
@@ -61,7 +62,7 @@ warm(lambda: _draw(_csv([HEADER, *BODY])))
 
 @FUZZ
 @given(
-    kind=st.sampled_from(["cell", "cell", "cell", "header", "rows"]),
+    kind=st.sampled_from(["cell", "cell", "cell", "header", "rows", "extra", "short", "blank"]),
     row=st.integers(0, len(BODY) - 1),
     column=st.sampled_from(READ),
     value=st.sampled_from([str(x) for x in NASTY_NUMBERS]) | nasty_text(),
@@ -74,6 +75,11 @@ def test_validation_upload(kind, row, column, value, copies):
         rows[1 + row][j] = value
     elif kind == "header":
         rows[0][j] = value
-    else:
+    elif kind == "rows":
         rows = [rows[0], *(rows[1 + i % len(BODY)] for i in range(copies))]
-    run_case("validation_csv", lambda: _draw(_csv(rows)), check_drawn)
+    elif kind == "extra":  # a field more than the header names, first or last
+        rows[1 + row] = [value, *rows[1 + row]] if copies % 2 else [*rows[1 + row], value]
+    elif kind == "short":
+        del rows[1 + row][j]
+    prefix = b"\n" * (copies % 3) if kind == "blank" else b""
+    run_case("validation_csv", lambda: _draw(prefix + _csv(rows)), check_drawn)
