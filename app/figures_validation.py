@@ -7,9 +7,7 @@ builders take its DataFrame and return plotly figures, so tests can inspect them
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 
 import numpy as np
 import pandas as pd
@@ -17,6 +15,7 @@ import plotly.graph_objects as go
 
 from app.figures import frame
 from simulator.errors import InputError
+from simulator.io import csv_frame
 from simulator.published import MAX_SPEEDUP
 from simulator.scenarios import K_LIMIT, LIMITS
 
@@ -54,33 +53,7 @@ def read_validation_csv(data: bytes, name: str = "upload") -> pd.DataFrame:
     header is row 1). `error` is predicted / measured - 1, computed where absent."""
     if len(data) > MAX_CSV_BYTES:
         raise InputError(f"{len(data):,} bytes is over the {MAX_CSV_BYTES:,}-byte limit", file=name)
-    try:
-        text = data.decode("utf-8-sig")
-        # Blank lines skipped, as pandas skips them: the rows pandas numbers.
-        lines = [r for r in csv.reader(io.StringIO(text)) if r]
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(f"not a readable CSV table ({exc})", file=name) from None
-    if not lines:
-        raise InputError("is empty", file=name)
-    names = [h.strip() for h in lines[0]]
-    for i, col in enumerate(names):
-        if col in names[:i]:
-            raise InputError("column appears twice in the header", file=name, row=1, field=col)
-    for i, row in enumerate(lines[1:], start=2):
-        # pandas would take a first field without a header as the index, silently.
-        if len(row) != len(names):
-            raise InputError(
-                f"has {len(row)} field{'s' * (len(row) != 1)} where the header names {len(names)}",
-                file=name,
-                row=i,
-            )
-    try:
-        df = pd.read_csv(io.StringIO(text), index_col=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"not a readable CSV table ({exc})", file=name) from None
-    if len(df.columns) != len(names):
-        raise InputError("not a readable CSV table (its header and rows disagree)", file=name)
-    df.columns = names
+    df = csv_frame(data, name)
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(

@@ -21,6 +21,45 @@ FORMATS = {".csv": "csv", ".parquet": "parquet"}
 """File suffixes a table may have, and the format each means."""
 
 
+def csv_frame(data: bytes, source: str, **read_csv):
+    """CSV bytes (UTF-8, a byte-order mark allowed) as a DataFrame with stripped column
+    names, refusing what pandas would read wrong without a word: a row with more or fewer
+    fields than the header (pandas takes the first field of rows one field longer as the
+    index, shifting the rest into the wrong columns) and a name given twice (pandas renames
+    the second). Blank lines are skipped, as pandas skips them, so the rows an error names
+    (the header is row 1) are the ones pandas numbers. `read_csv` goes to pandas."""
+    import io
+
+    import pandas as pd
+
+    try:
+        text = data.decode("utf-8-sig")
+        lines = [r for r in csv.reader(io.StringIO(text)) if r]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"not a readable CSV table ({exc})", file=source) from None
+    if not lines:
+        raise InputError("is empty", file=source)
+    names = [h.strip() for h in lines[0]]
+    for i, col in enumerate(names):
+        if col in names[:i]:
+            raise InputError("column appears twice in the header", file=source, row=1, field=col)
+    for i, row in enumerate(lines[1:], start=2):
+        if len(row) != len(names):
+            raise InputError(
+                f"has {len(row)} field{'s' * (len(row) != 1)} where the header names {len(names)}",
+                file=source,
+                row=i,
+            )
+    try:
+        df = pd.read_csv(io.StringIO(text), index_col=False, **read_csv)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise InputError(f"not a readable CSV table ({exc})", file=source) from None
+    if len(df.columns) != len(names):
+        raise InputError("not a readable CSV table (its header and rows disagree)", file=source)
+    df.columns = names
+    return df
+
+
 def table_format(path: str, flag: str) -> str:
     """'csv' or 'parquet' from the suffix of `path`; anything else is refused."""
     suffix = Path(path).suffix.lower()

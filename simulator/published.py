@@ -14,12 +14,14 @@ the model solves for an open-loop (`request_rate`) row.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from simulator.defaults import DEFAULTS, ModelDefaults
 from simulator.errors import InputError
+from simulator.io import csv_frame
 from simulator.predict import predict
 from simulator.scenarios import INPUT_COLUMNS, K_LIMIT
 
@@ -48,12 +50,12 @@ class Summary:
 def load_published(path) -> pd.DataFrame:
     """Read the published set; refuse a file without the columns scoring needs."""
     try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise InputError("file not found", file=str(path)) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a readable CSV file ({exc})", file=str(path)) from None
-    table.columns = [str(c).strip() for c in table.columns]
+    except OSError as exc:
+        raise InputError(f"cannot be read ({exc.strerror})", file=str(path)) from None
+    table = csv_frame(data, str(path), dtype=str, keep_default_na=False, na_values=[""])
     for col in REQUIRED:
         if col not in table.columns:
             raise InputError("missing required column", file=str(path), field=col)

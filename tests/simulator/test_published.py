@@ -120,3 +120,13 @@ def test_a_bad_scenario_cell_names_its_row_of_the_file(tmp_path):
     with pytest.raises(InputError) as exc:
         score(load_published(bad), source=str(bad))
     assert exc.value.field == "gpu" and exc.value.row == bad_row + 2
+
+
+def test_rows_one_field_longer_than_the_header_are_refused(tmp_path):
+    # pandas took each row's first field as the index and shifted the rest one column left.
+    table = pd.read_csv(PUBLISHED, dtype=str, keep_default_na=False)
+    text = table.to_csv(index=False).splitlines()
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join([text[0], *(line + ",x" for line in text[1:])]) + "\n")
+    with pytest.raises(InputError, match="row 2: has"):
+        load_published(bad)
