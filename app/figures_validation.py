@@ -17,7 +17,7 @@ from app.figures import frame
 from simulator.errors import InputError
 from simulator.io import csv_frame
 from simulator.published import MAX_SPEEDUP
-from simulator.scenarios import K_LIMIT, LIMITS
+from simulator.scenarios import K_LIMIT, LIMITS, to_floats
 
 ERROR_BAND = 0.10
 """The issue's target: median |predicted / measured - 1| at or below 10%."""
@@ -90,7 +90,7 @@ def read_validation_csv(data: bytes, name: str = "upload") -> pd.DataFrame:
     for col, (least, most, whole, closed) in _LIMITS.items():
         if col not in df.columns:
             continue
-        values = _numbers(df[col])
+        values = to_floats(df[col])
         must_have = col in NUMERIC_COLUMNS
         given = df[col].notna().to_numpy()
         with np.errstate(invalid="ignore"):
@@ -112,7 +112,7 @@ def read_validation_csv(data: bytes, name: str = "upload") -> pd.DataFrame:
         df[col] = values
     error = df["predicted_speedup"] / df["measured_speedup"] - 1.0
     if "error" in df.columns:
-        given = pd.Series(_numbers(df["error"]), index=df.index)
+        given = pd.Series(to_floats(df["error"]), index=df.index)
         bad = (given - error).abs().gt(_ERROR_TOLERANCE) | (given.isna() & df["error"].notna())
         if bad.any():
             i = int(np.argmax(bad.to_numpy()))
@@ -125,24 +125,6 @@ def read_validation_csv(data: bytes, name: str = "upload") -> pd.DataFrame:
             )
     df["error"] = error
     return df
-
-
-def _numbers(column: pd.Series) -> np.ndarray:
-    """Cells as floats, NaN where not a number; an integer too large for a float (read as
-    a Python int) is infinite."""
-    try:
-        return pd.to_numeric(column, errors="coerce").to_numpy(float)
-    except (OverflowError, TypeError, ValueError):
-        pass
-    out = np.full(len(column), np.nan)
-    for i, cell in enumerate(column):
-        try:
-            out[i] = float(cell)
-        except OverflowError:
-            out[i] = np.inf
-        except (TypeError, ValueError):
-            pass
-    return out
 
 
 def _label(mode: str, workload: str) -> str:

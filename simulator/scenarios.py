@@ -256,15 +256,23 @@ def _numeric(series: pd.Series | None, n: int, column: str, check: _Checker):
     if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
         values = series.to_numpy(dtype=float, na_value=np.nan)
     else:
-        try:
-            values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-        except (OverflowError, TypeError, ValueError):
-            values = _to_float(series)
+        values = to_floats(series)
         blank = _blank(series)
         bad = np.isnan(values) & ~blank
         check.fail_where(bad, column, lambda i: f"'{series.iloc[i]}' is not a number")
     check.fail_where(np.isinf(values), column, "must be finite")
     return values, ~np.isnan(values)
+
+
+def to_floats(series: pd.Series) -> np.ndarray:
+    """Cells as float64: NaN where blank or not a number; an integer too large for a float
+    (pandas holds it as a Python int, and `to_numeric` then raises) is infinite."""
+    import pandas as pd
+
+    try:
+        return pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    except (OverflowError, TypeError, ValueError):
+        return _to_float(series)
 
 
 def _to_float(series: pd.Series) -> np.ndarray:
