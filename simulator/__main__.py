@@ -206,12 +206,11 @@ def _requests_per_day(column, default: float, source: str, row_offset: int = 0):
     import numpy as np
     import pandas as pd
 
-    from simulator.reports import MAX_REQUESTS_PER_DAY
+    from simulator.reports import MAX_REQUESTS_PER_DAY, requests_per_day_ok
 
     text = column.fillna("").astype(str).str.strip()
     values = pd.to_numeric(text.where(text != ""), errors="coerce").to_numpy(dtype=float)
-    valid = np.isfinite(values) & (values >= 0) & (values <= MAX_REQUESTS_PER_DAY)
-    bad = text.ne("").to_numpy() & ~valid
+    bad = text.ne("").to_numpy() & ~requests_per_day_ok(values)
     if bad.any():
         i = int(bad.argmax())
         raise InputError(
@@ -543,9 +542,9 @@ def _demand(text: str) -> float:
         value = float(text)
     except ValueError:
         value = math.nan
-    from simulator.reports import MAX_REQUESTS_PER_DAY
+    from simulator.reports import MAX_REQUESTS_PER_DAY, requests_per_day_ok
 
-    if not (math.isfinite(value) and 0 <= value <= MAX_REQUESTS_PER_DAY):
+    if not requests_per_day_ok(value):
         raise argparse.ArgumentTypeError(
             f"'{text}' is not a number of requests per day (0..{MAX_REQUESTS_PER_DAY:g})"
         )

@@ -37,6 +37,14 @@ MAX_REQUESTS_PER_DAY = 1e12
 demand (requests/day x output tokens / 86,400) and the costs finite; 1e308 gave an
 infinite demand and a NaN saving."""
 
+
+def requests_per_day_ok(values) -> np.ndarray:
+    """Where a requests-per-day figure is one a report prices: finite, 0 to
+    `MAX_REQUESTS_PER_DAY`."""
+    values = np.asarray(values, dtype=float)
+    return np.isfinite(values) & (values >= 0) & (values <= MAX_REQUESTS_PER_DAY)
+
+
 UNITS: dict[str, str] = {
     "num_gpus": "GPUs",
     "k": "tokens",
@@ -103,7 +111,7 @@ def add_economics(predictions: pd.DataFrame, requests_per_day) -> pd.DataFrame:
     """
     out = predictions.copy()
     rpd = np.broadcast_to(np.asarray(requests_per_day, dtype=float), (len(out),))
-    bad = ~(np.isfinite(rpd) & (rpd >= 0) & (rpd <= MAX_REQUESTS_PER_DAY))
+    bad = ~requests_per_day_ok(rpd)
     if bad.any():
         i = int(bad.argmax())
         raise InputError(
