@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import InputError
+from simulator.errors import InputError, not_a_number
 from simulator.specs import GPUSpec, ModelSpec
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -126,10 +126,7 @@ def _convert(value: str | None, typ: Any, *, required: bool, file: str, row: int
         try:
             number = float(text)
         except ValueError:
-            shown = text[:40]
-            raise InputError(
-                f"'{shown}' is not a number", file=file, row=row, field=field
-            ) from None
+            raise InputError(not_a_number(text), file=file, row=row, field=field) from None
         if not math.isfinite(number) or number < 0:
             raise InputError(
                 f"{text[:40]} must be a finite number >= 0", file=file, row=row, field=field

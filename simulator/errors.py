@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class InputError(ValueError):
     """Bad user input: a catalog row, a scenario cell, a profile field.
@@ -24,3 +26,15 @@ class InputError(ValueError):
             where.append(f"field '{field}'")
         self.bare_message = message
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
+
+
+def not_a_number(text: str) -> str:
+    """The message for a cell that is not a number: `text` cut to 40 characters, and the
+    fix where it is a number written with a decimal comma ('0,7')."""
+    shown = str(text)[:40]
+    if _DECIMAL_COMMA.fullmatch(shown.strip()):
+        return f"'{shown}' is not a number (write decimals with '.': {shown.strip().replace(',', '.')})"
+    return f"'{shown}' is not a number"

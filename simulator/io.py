@@ -40,6 +40,7 @@ def csv_frame(data: bytes, source: str, **read_csv):
     if not lines:
         raise InputError("is empty", file=source)
     names = [h.strip() for h in lines[0]]
+    _check_separator(names, source)
     for i, col in enumerate(names):
         if col in names[:i]:
             raise InputError("column appears twice in the header", file=source, row=1, field=col)
@@ -92,8 +93,25 @@ def _header(path: str) -> list[str]:
     if not header:
         raise InputError("not a readable CSV file (it is empty)", file=path)
     names = [name.strip() for name in header]
+    _check_separator(names, path)
     _unique(names, path)
     return names
+
+
+def _check_separator(names: list[str], source: str) -> None:
+    """Refuse a header that is one name holding semicolons or tabs: a table saved with
+    another separator (spreadsheets in many locales write ';'), which would otherwise
+    read as one column of unknown name."""
+    if len(names) != 1:
+        return
+    for sep, word in ((";", "semicolons"), ("\t", "tabs")):
+        if sep in names[0]:
+            raise InputError(
+                f"the header's names are separated by {word}; a CSV table here is separated "
+                "by commas (save it again with ',' between fields and '.' in numbers)",
+                file=source,
+                row=1,
+            )
 
 
 def _unique(names: list[str], path: str) -> None:

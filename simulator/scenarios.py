@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simulator.errors import InputError
+from simulator.errors import InputError, not_a_number
 from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES, GPUSpec, ModelSpec
 from simulator.steady import SERVING_MODES
 
@@ -259,7 +259,7 @@ def _numeric(series: pd.Series | None, n: int, column: str, check: _Checker):
         values = to_floats(series)
         blank = _blank(series)
         bad = np.isnan(values) & ~blank
-        check.fail_where(bad, column, lambda i: f"'{series.iloc[i]}' is not a number")
+        check.fail_where(bad, column, lambda i: not_a_number(series.iloc[i]))
     check.fail_where(np.isinf(values), column, "must be finite")
     return values, ~np.isnan(values)
 

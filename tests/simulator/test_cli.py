@@ -613,3 +613,18 @@ def test_requests_per_day_prices_the_report(tmp_path):
         table = pd.read_csv(out)
         costs.append(table["requests_per_day [requests/day]"].tolist())
     assert costs[0] == [1000.0] * 3 and costs[1] == [4_000_000.0] * 3
+
+
+def test_a_table_saved_with_semicolons_and_decimal_commas_says_how_to_fix_it(tmp_path, capsys):
+    semicolons = GOOD.replace(",", ";").replace("0.7", "0,7")
+    assert _predict_exit(tmp_path, semicolons) == 2
+    err = capsys.readouterr().err
+    assert "row 1: the header's names are separated by semicolons" in err
+    decimal_comma = GOOD.replace("0.75", '"0,75"')
+    assert _predict_exit(tmp_path, decimal_comma) == 2
+    err = capsys.readouterr().err
+    assert (
+        "row 3, field 'acceptance_rate': '0,75' is not a number (write decimals with '.': 0.75)"
+        in err
+    )
+    assert not (tmp_path / "p.csv").exists()

@@ -40,3 +40,12 @@ def test_names_are_stripped_and_a_byte_order_mark_and_blank_lines_are_skipped():
     df = csv_frame(b"\xef\xbb\xbf\n a ,b\n\n1,x\n2,y\n", "t.csv", dtype=str)
     assert list(df.columns) == ["a", "b"]
     assert df.to_dict("list") == {"a": ["1", "2"], "b": ["x", "y"]}
+
+
+@pytest.mark.parametrize(("sep", "word"), [(";", "semicolons"), ("\t", "tabs")])
+def test_a_table_separated_otherwise_is_named_as_such(sep, word):
+    """A spreadsheet in many locales saves ';' between fields: one column of unknown name
+    otherwise, and a message about a missing column that would not say why."""
+    text = f"mode{sep}workload{sep}batch\nx{sep}y{sep}1\n".encode()
+    with pytest.raises(InputError, match=f"row 1: the header's names are separated by {word}"):
+        csv_frame(text, "t.csv")

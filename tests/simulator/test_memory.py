@@ -122,3 +122,14 @@ def test_duplicate_and_missing(tmp_path):
         load_models(path)
     with pytest.raises(InputError, match="file not found"):
         load_models(tmp_path / "nope.csv")
+
+
+def test_a_catalog_figure_with_a_decimal_comma_names_the_fix(tmp_path):
+    header, first = GPUS_CSV.read_text().splitlines()[:2]
+    cells = next(csv.reader([first]))
+    cells[header.split(",").index("memory_gb")] = "79,5"
+    path = _write(tmp_path, "g.csv", header + "\n" + ",".join(f'"{c}"' for c in cells))
+    with pytest.raises(
+        InputError, match=r"'79,5' is not a number \(write decimals with '\.': 79\.5\)"
+    ):
+        load_gpus(path)
