@@ -397,14 +397,16 @@ def tpot_by_batch(grid: pd.DataFrame, *, slo_tpot_ms: float | None = None) -> go
 def best_k_by_batch(best: pd.DataFrame) -> go.Figure:
     """Best K at each batch size, green where it meets the SLO and fits, red otherwise.
 
-    `best` columns: batch_size, best_k, speedup, meets_slo, fits.
+    `best` columns: batch_size, best_k, speedup, meets_slo, fits, and spec_tok_s (NaN
+    where nothing runs at that batch: no bar).
     """
     ok = best["meets_slo"].to_numpy(dtype=bool) & best["fits"].to_numpy(dtype=bool)
     labels = [str(int(b)) for b in best["batch_size"]]
+    runs = np.isfinite(best["spec_tok_s"].to_numpy(dtype=float))
     bar = {
         "type": "bar",
         "x": labels,
-        "y": best["best_k"].to_numpy(dtype=float),
+        "y": np.where(runs, best["best_k"].to_numpy(dtype=float), np.nan),
         "marker": {"color": [GOOD if o else BAD for o in ok]},
         "customdata": np.stack([best["speedup"].to_numpy(dtype=float)], axis=-1),
         "texttemplate": "%{y}",
@@ -412,18 +414,27 @@ def best_k_by_batch(best: pd.DataFrame) -> go.Figure:
         "hovertemplate": "batch %{x}: K=%{y}, %{customdata[0]:.2f}x<extra></extra>",
         "name": "best K",
     }
-    return go.Figure(
-        data=[bar],
-        layout=frame(
-            "Best K per batch (green: meets SLO and fits)",
-            "batch size",
-            "best K",
-            height=420,
-            hovermode="closest",
-            xaxis={"type": "category"},
-            showlegend=False,
-        ),
+    layout = frame(
+        "Best K per batch (green: meets SLO and fits)",
+        "batch size",
+        "best K",
+        height=420,
+        hovermode="closest",
+        xaxis={"type": "category"},
+        showlegend=False,
     )
+    if not runs.any():
+        layout["annotations"] = [
+            {
+                "text": "nothing runs at any batch",
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.5,
+                "y": 0.5,
+                "showarrow": False,
+            }
+        ]
+    return go.Figure(data=[bar], layout=layout)
 
 
 PALETTE = ["#1f6feb", "#cf222e", "#2da44e", "#8250df", "#bf8700", "#0a7ea4", "#d63384"]

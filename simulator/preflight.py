@@ -86,7 +86,19 @@ def _headroom(row: Mapping) -> CheckItem:
     batch = int(row["batch_size"])
     cap = float(row["max_concurrency_spec"])
     if cap <= 0:
-        return CheckItem(name, "red", "nothing fits: weights and reserves exceed the memory")
+        if float(row["kv_cache_gb_spec"]) > 0:
+            need = float(row["prompt_len"]) + float(row["output_len"])
+            text = (
+                f"the KV cache ({float(row['kv_capacity_tokens_spec']):,.0f} tokens) cannot "
+                f"hold one request of {need:,.0f} tokens"
+            )
+        elif float(row["kv_cache_gb_baseline"]) > 0:
+            text = (
+                "nothing fits beside the draft: the weights of both and reserves exceed the memory"
+            )
+        else:
+            text = "nothing fits: weights and reserves exceed the memory"
+        return CheckItem(name, "red", text)
     use = batch / cap
     text = f"batch {batch} of {int(cap)} sequences that fit ({use:.0%})"
     if use <= HEADROOM:

@@ -30,7 +30,8 @@ class SizingResult:
     best: pd.DataFrame
     """One row per batch: best_k, best speedup, TPOT, throughput, fits, meets_slo."""
     break_even_batch: int | None
-    """Smallest batch at which no K > 0 beats the baseline (None: speculation always pays)."""
+    """Smallest batch at which no K > 0 beats the baseline; a K that cannot run there does
+    not beat it. None: speculation pays at every batch, or no K > 0 was priced."""
     max_batch_under_slo: dict[int, int | None]
     """Per K, the largest batch that meets the SLO and fits in memory."""
     choice: dict | None
@@ -121,7 +122,7 @@ def size(
     break_even = None
     if len(spec_rows):
         top = spec_rows.groupby("batch_size")["speedup"].max().sort_index()
-        losing = top[top <= 1.0]
+        losing = top[~(top > 1.0)]  # NaN: no K runs at that batch
         break_even = int(losing.index[0]) if len(losing) else None
 
     max_batch: dict[int, int | None] = {}

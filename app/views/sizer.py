@@ -140,10 +140,23 @@ except InputError as exc:
 grid = result.grid
 
 
-def _break_even_text(break_even: int | None) -> str:
-    if break_even:
-        return f"Speculation stops paying at batch {break_even}. "
-    return "Speculation pays at every batch. "
+def _break_even_text(result) -> str:
+    """Where speculation pays, for the caption under the best-K figures: nothing where no
+    row runs (the memory section says why), and never "pays" where no K > 0 can run."""
+    grid = result.grid
+    spec = grid["k"].to_numpy() > 0
+    runs = np.isfinite(grid["spec_tok_s"].to_numpy(dtype=float))
+    if not runs.any():
+        return ""
+    if not (runs & spec).any():
+        status = str(grid.loc[spec, "status"].iloc[0])
+        return f"{widgets.plain(status[:1].upper() + status[1:])}, so K = 0 at every batch. "
+    at = result.break_even_batch
+    if at is None:
+        return "Speculation pays at every batch. "
+    if not (grid["speedup"].to_numpy(dtype=float)[spec & runs] > 1.0).any():
+        return "Speculation pays at no batch: every K is slower than the baseline. "
+    return f"Speculation stops paying at batch {at}. "
 
 
 st.session_state["sizer_result"] = {
@@ -206,8 +219,13 @@ with right:
     limit = models[scenario.target].max_position_embeddings
     if limit and max_model_len > limit:
         st.warning(f"{max_model_len:,} tokens exceeds the model's {limit:,}-token context.")
-    if mem["kv_cache_gb_spec"] <= 0:
+    if mem["kv_cache_gb_baseline"] <= 0:
         st.error("Weights and reserves exceed the memory: add GPUs or quantise.")
+    elif mem["kv_cache_gb_spec"] <= 0:
+        st.error(
+            "With speculation, the target's and the draft's weights and reserves exceed the "
+            "memory: add GPUs, quantise or choose a smaller draft."
+        )
 
 # ---------------------------------------------------------------------------- SLO
 slo_text = f"TPOT ≤ {slo_tpot:g} ms" if "slo_tpot_ms" in slo else f"≥ {slo_value:g} tok/s per user"
@@ -225,7 +243,7 @@ elif k_max > 0 and (result.best["best_k"] == k_max).any():
         f"{min(2 * k_max, 16)} (the maximum K above) to find the optimum."
     )
 st.caption(
-    (_break_even_text(result.break_even_batch) if scenario.speculative else "")
+    (_break_even_text(result) if scenario.speculative else "")
     + "Largest batch meeting the SLO and fitting in memory, by K: "
     + ", ".join(
         f"K={k}: {b if b is not None else 'none'}" for k, b in result.max_batch_under_slo.items()

@@ -168,3 +168,37 @@ def test_p99_sizing_counts_replicas_from_the_simulated_rate(app):
     shown = {m.label: m.value for m in at.metric}
     demand = 2_000_000 / 86400
     assert shown[f"Replicas with speculation (K={k})"] == str(int(np.ceil(demand / rates[True])))
+
+
+def test_a_draft_that_does_not_fit_is_not_sold_as_paying(app, charts):
+    """An 8B target on an L4 with a 3B draft beside it: no K > 0 can run. The page said
+    "Speculation pays at every batch" and put K = 0 bars under a caption that praised it."""
+    at = app(
+        "sizer",
+        query={
+            "target": "llama-3.1-8b",
+            "method": "draft_model",
+            "draft": "llama-3.2-3b",
+            "gpu": "l4",
+            "num_gpus": "1",
+        },
+    )
+    assert not at.exception
+    text = " ".join(c.value for c in at.main.caption).replace("\\", "")  # markdown escapes
+    assert "pays at every batch" not in text
+    assert "Cannot run with speculation: the draft's weights do not fit beside the target's" in text
+    errors = " ".join(e.value for e in at.error)
+    assert "With speculation, the target's and the draft's weights" in errors
+    assert at.session_state["sizer_result"]["break_even_batch"] == 1
+
+
+def test_nothing_running_draws_no_best_k_bars(app, charts):
+    at = app(
+        "sizer", query={"target": "deepseek-v3", "method": "mtp", "gpu": "h200", "num_gpus": "8"}
+    )
+    assert not at.exception
+    best_k = charts(at)["sizer_best_k"]
+    assert np.isnan(np.asarray(best_k["data"][0]["y"], dtype=float)).all()
+    assert best_k["layout"]["annotations"][0]["text"] == "nothing runs at any batch"
+    text = " ".join(c.value for c in at.main.caption)
+    assert "pays" not in text and "paying" not in text

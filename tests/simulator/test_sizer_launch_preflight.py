@@ -123,6 +123,40 @@ def test_preflight_green_and_red():
     assert bad["Acceptance above break-even"].status == "red"
 
 
+NO_ROOM_FOR_THE_DRAFT = dict(
+    BASE, target="llama-3.1-8b", draft="llama-3.2-3b", gpu="l4", num_gpus=1, prompt_len=1024
+)
+"""An 8B target fits an L4's 24 GB, and a 3B draft does not fit beside it."""
+
+
+def test_a_draft_that_cannot_run_never_counts_as_paying():
+    """Every K > 0 cannot run, so speedup is NaN at every batch: that used to leave the
+    break-even batch None, which the Sizer read as "speculation pays at every batch"."""
+    result = size(NO_ROOM_FOR_THE_DRAFT, k_max=4)
+    spec = result.grid[result.grid["k"] > 0]
+    assert spec["speedup"].isna().all()
+    assert spec["status"].str.startswith("cannot run with speculation").all()
+    assert result.break_even_batch == 1
+    assert result.choice["k"] == 0 and result.choice == result.baseline_choice
+
+
+def test_preflight_says_why_nothing_fits():
+    models = default_models()
+
+    def headroom(**kw):
+        items = {c.name: c for c in checklist(_row(**kw), models)}
+        return items["KV headroom for the concurrency asked"]
+
+    draft = headroom(**{**NO_ROOM_FOR_THE_DRAFT, "k": 4, "batch_size": 8})
+    assert draft.status == "red"
+    assert draft.why.startswith("nothing fits beside the draft")
+    too_long = headroom(target="llama-3.1-8b", gpu="l4", num_gpus=1, prompt_len=120_000)
+    assert too_long.status == "red"
+    assert "cannot hold one request of 120,256 tokens" in too_long.why
+    nothing = headroom(target="llama-3.3-70b", gpu="l4", num_gpus=1)
+    assert nothing.why == "nothing fits: weights and reserves exceed the memory"
+
+
 def test_break_even_alpha_is_where_speedup_is_one():
     row = _row(batch_size=32)
     at_be = _row(batch_size=32, acceptance_rate=float(row["break_even_alpha"]))
