@@ -290,10 +290,11 @@ def profile_prediction(
 
 
 def best_k(scenario_base: dict, batch: int, k_values) -> int:
-    """The K with the highest speedup at this batch (one predict call). Raises InputError."""
+    """The K with the highest speedup at this batch (one predict call); the first of
+    `k_values` where no K can run (its row then says why). Raises InputError."""
     rows = pd.DataFrame([{**scenario_base, "k": k, "batch_size": batch} for k in k_values])
-    grid = run_predict(rows)
-    return int(grid.loc[grid["speedup"].idxmax(), "k"])
+    speedup = run_predict(rows)["speedup"]
+    return int(rows["k"][speedup.idxmax()]) if speedup.notna().any() else int(rows["k"][0])
 
 
 PUBLISHED_CSV = DATA_DIR / "validation" / "published.csv"

@@ -58,6 +58,7 @@ SHOWN = {
     "monthly_cost_spec_usd": "$/month",
     "monthly_saving_usd": "saving $/month",
     "fits": "fits",
+    "status": "status",
     "preflight": "pre-flight",
 }
 K_SEARCH = range(1, K_MAX_SENSIBLE + 1)  # as the ROI page's 'best K'
@@ -207,6 +208,7 @@ st.dataframe(
         "$/1M tok after": st.column_config.NumberColumn(format="%.3f"),
         "$/month": st.column_config.NumberColumn(format="%.0f"),
         "saving $/month": st.column_config.NumberColumn(format="%.0f"),
+        "status": st.column_config.TextColumn(width="medium"),
         "pre-flight": st.column_config.TextColumn(width="large"),
     },
 )

@@ -160,3 +160,29 @@ def test_summary_with_no_saving_says_so(app):
     at = app("reports", query={"method": "none"})
     assert len(_results(at)) == 1
     assert "No row saves money" in _summary(at)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # Only the speculative arm cannot run: a 3B draft beside an 8B target on an L4.
+        {
+            "target": "llama-3.1-8b",
+            "method": "draft_model",
+            "draft": "llama-3.2-3b",
+            "gpu": "l4",
+            "num_gpus": "1",
+        },
+        # Neither arm runs: DeepSeek-V3's bf16 weights on 8 H200s.
+        {"target": "deepseek-v3", "method": "mtp", "gpu": "h200", "num_gpus": "8"},
+    ],
+)
+def test_a_scenario_where_no_k_runs_is_tabled_with_its_reason(app, query):
+    """The 'best' K took the largest speedup of all-NaN speedups: pandas raised and the
+    page showed only Streamlit's error box."""
+    at = app("reports", query=query)
+    table = at.data_editor[0].value
+    assert table["k"].tolist() == [0, 1]
+    status = _results(at)["status"].astype(str).tolist()
+    assert status[1].startswith("cannot run")
+    assert status[0] == ("ok" if query["target"] == "llama-3.1-8b" else status[1])
