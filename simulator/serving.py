@@ -473,7 +473,8 @@ def run(
 
     The loop visits events, not steps: while nothing arrives, prefills or finishes, every
     decoding request advances one round per step along its drawn path (`_Paths`), so a run
-    of such steps is one visit. Each request's decode rounds are kept as segments (from
+    of such steps is one visit; so is a run of steps in which nothing decodes and one
+    prompt takes the whole token budget, up to its last chunk. Each request's decode rounds are kept as segments (from
     the step it started or resumed decoding to the step it stopped), from which the
     inter-token latencies are rebuilt at the end.
     """
@@ -770,6 +771,22 @@ def _engine(
                 rounds = min(rounds, math.floor((arrival[arrived] - clock) / step_ms))
             growth = len(dec) * (per_decode + model.lookahead)
             rounds = max(1, min(rounds, (model.kv_blocks - used) * BLOCK_SIZE // growth))
+        elif (
+            not len(dec)
+            and chunk[prefilling[0]] == max_num_batched_tokens
+            and (schedule is None or schedule.pick(len(running) + (1 if waiting else 0)) is model)
+        ):
+            # Nothing decodes and the first prompt takes the whole token budget, so no one
+            # else prefills or is admitted (and a K schedule keeps its K): steps repeat
+            # until the step before its last chunk, the next arrival, or the point where
+            # its blocks would not fit.
+            r = prefilling[0]
+            c = chunk[r]
+            rounds = (target[r] - filled[r] - 1) // c
+            if arrived < n and math.isfinite(arrival[arrived]):
+                rounds = min(rounds, math.floor((arrival[arrived] - clock) / step_ms))
+            others = used - -(-(filled[r] + c) // BLOCK_SIZE)
+            rounds = max(1, min(rounds, ((model.kv_blocks - others) * BLOCK_SIZE - filled[r]) // c))
         log.append((step, rounds, clock, step_ms))
         area += (len(waiting) + len(running)) * rounds * step_ms
         clock += rounds * step_ms
@@ -782,7 +799,7 @@ def _engine(
             for r in list(prefilling):
                 if chunk[r] == 0:
                     continue
-                filled[r] += chunk[r]
+                filled[r] += chunk[r] * rounds
                 if filled[r] < target[r]:
                     continue
                 prefilling.remove(r)

@@ -606,3 +606,24 @@ def test_a_replica_that_manages_a_small_share_of_its_ceiling_gets_that_rate_not_
     assert at["ttft_p99_ms"] <= 600_000 and at["tpot_p99_ms"] <= 10_000
     over = summarise(run(model, Load(requests=100, rate=1.1 * rate), prompt, output), **slos)
     assert over["ttft_p99_ms"] > 600_000 or over["tpot_p99_ms"] > 10_000
+
+
+@pytest.mark.parametrize("budget", [16, 1000, 9000])
+def test_a_prompt_chunked_over_many_steps_is_priced_step_by_step_in_few_visits(models, budget):
+    """One request at a time, each a 9,000-token prompt and one output token, under a
+    token budget of `budget`: its prefill takes ceil(9000 / budget) steps, each priced
+    as the step model prices it, whether the engine visits each step or runs them as one."""
+    m = models[False]
+    result = run(
+        m,
+        Load(requests=6, concurrency=1),
+        Lengths(9000),
+        Lengths(1),
+        max_num_batched_tokens=budget,
+    )
+    steps = -(-9000 // budget)
+    expected = steps * m.decode_ms[0] + m.prefill_ms_per_token * 9000
+    np.testing.assert_allclose(result.requests["ttft_ms"], expected, rtol=1e-9)
+    assert result.steps == 6 * steps
+    # The queue is logged once a visit: a step at a time, budget 16 made 3,378 of them.
+    assert len(result.queue) <= 6 * 3
