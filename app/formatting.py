@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 
-def money(x: float) -> str:
-    """Dollars, whole: '$1,234', or 'n/a' where not finite."""
-    return "n/a" if not math.isfinite(x) else f"${x:,.0f}"
+def money(x: float, places: int = 0) -> str:
+    """Dollars: '$1,234' (`places` decimals), or 'n/a' where not finite (no price)."""
+    return "n/a" if not math.isfinite(x) else f"${x:,.{places}f}"
 
 
 def signed_money(x: float) -> str | None:

@@ -35,6 +35,10 @@ def get_monthly_cost(hourly_usd_per_gpu, num_gpus, replicas, hours=DEFAULTS.hour
 
 
 def get_payback_months(one_off_usd, monthly_saving_usd):
-    """Months until a one-off migration cost is repaid; inf when nothing is saved."""
+    """Months until a one-off migration cost is repaid; inf when nothing is saved, NaN
+    when the saving is unknown (no GPU price)."""
     saving = np.asarray(monthly_saving_usd, dtype=float)
-    return np.where(saving > 0, np.asarray(one_off_usd) / np.where(saving > 0, saving, 1.0), np.inf)
+    months = np.where(
+        saving > 0, np.asarray(one_off_usd) / np.where(saving > 0, saving, 1.0), np.inf
+    )
+    return np.where(np.isnan(saving), np.nan, months)

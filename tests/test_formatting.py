@@ -7,6 +7,15 @@ def test_money_whole_dollars_and_not_finite():
     assert money(1234.4) == "$1,234"
     assert money(math.nan) == "n/a"
     assert money(math.inf) == "n/a"
+    assert money(0.12345, 3) == "$0.123"
+
+
+def test_payback_is_unknown_without_a_price_and_never_without_a_saving():
+    from simulator.economics import get_payback_months
+
+    months = get_payback_months(20_000.0, [10_000.0, 0.0, -5.0, math.nan])
+    assert months[0] == 2.0 and math.isinf(months[1]) and math.isinf(months[2])
+    assert math.isnan(months[3])
 
 
 def test_signed_money_sign_and_zero():

@@ -174,10 +174,10 @@ with left:
     )
     m[3].metric(
         "$ per 1M tokens",
-        f"${row['cost_per_mtok_spec']:.3f}",
+        money(row["cost_per_mtok_spec"], 3),
         delta(row["cost_per_mtok_spec"] - row["cost_per_mtok_baseline"], "+.3f"),
         delta_color="inverse",
-        help=f"Before: ${row['cost_per_mtok_baseline']:.3f}",
+        help=f"Before: {money(row['cost_per_mtok_baseline'], 3)}",
     )
     m = st.columns(4)
     cap_base, cap_spec = row["kv_capacity_tokens_baseline"], row["kv_capacity_tokens_spec"]
@@ -209,7 +209,7 @@ with left:
     m[3].metric(
         "Payback",
         # "mo": "2.0 months" does not fit the metric's column and shows as "2.0 mo…".
-        "never" if not math.isfinite(payback) else f"{payback:.1f} mo",
+        "n/a" if math.isnan(payback) else "never" if math.isinf(payback) else f"{payback:.1f} mo",
         help=f"Months until the ${migration_usd:,.0f} one-off is paid back by a monthly "
         f"saving of {money(row['monthly_saving_usd'])}.",
     )

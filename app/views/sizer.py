@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from app import figures, sim, widgets
-from app.formatting import signed_money
+from app.formatting import money, signed_money
 from simulator import launch
 from simulator.economics import get_demand_tok_s
 from simulator.errors import InputError
@@ -292,19 +292,19 @@ else:
     )
     m[3].metric(
         "Monthly cost",
-        f"${choice['monthly_cost_usd']:,.0f}",
+        money(choice["monthly_cost_usd"]),
         signed_money(choice["monthly_cost_usd"] - base_choice["monthly_cost_usd"])
         if base_choice
         else None,
         delta_color="inverse",
     )
-    m[4].metric("$/1M tokens", f"${choice['cost_per_mtok']:.3f}")
+    m[4].metric("$/1M tokens", money(choice["cost_per_mtok"], 3))
     left.caption(
         f"Per replica {choice['tok_s_per_replica']:,.0f} tok/s at TPOT "
         f"{choice['tpot_ms']:.1f} ms. Without speculation: "
         + (
             f"{base_choice['replicas']} replica(s) at batch {base_choice['batch_size']}, "
-            f"${base_choice['monthly_cost_usd']:,.0f} a month."
+            f"{money(base_choice['monthly_cost_usd'])} a month."
             if base_choice
             else "no batch meets the SLO."
         )

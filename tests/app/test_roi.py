@@ -217,3 +217,18 @@ def test_default_page_picks_an_interior_best_k_at_batch_16(app, query):
     assert any("not i.i.d." in c.value or "per position" in c.value for c in at.caption) or (
         query["method"] in ("draft_model", "ngram")
     )
+
+
+@pytest.mark.parametrize("page", [None, "sizer"])
+def test_a_gpu_without_a_catalog_price_shows_no_dollar_figure(app, page):
+    """The H20 has no published hourly price: costs are unknown, not '$nan', and the
+    payback is unknown, not 'never'."""
+    at = app(page, query={"gpu": "h20", "target": "llama-3.1-8b", "num_gpus": "1"})
+    assert not at.exception
+    shown = {m.label: m.value for m in at.metric}
+    assert not [v for v in shown.values() if "nan" in v.lower()], shown
+    money = [label for label in shown if "$" in label or "cost" in label.lower()]
+    assert money and all(shown[label] == "n/a" for label in money), shown
+    if page is None:
+        assert shown["Payback"] == "n/a"
+    assert any("no catalog price" in w.value for w in at.sidebar.warning)
