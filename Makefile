@@ -20,9 +20,10 @@ test: $(BIN)/.stamp
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
-# The fuzz suite's long run (tests/fuzz, SPECPLAN_FUZZ=long): 1,500 seeded cases per test,
-# with the counts per parser (cases, refusals, ok, failures) printed at the end and
-# written to artifacts/fuzz-counts.json. `make test` runs the same tests at 40 cases each.
+# The fuzz suite's long run (tests/fuzz, SPECPLAN_FUZZ=long): 1,500 seeded cases per
+# parser test and 150 per dashboard page, with the counts per parser (cases, refusals,
+# ok, failures) printed at the end and written to artifacts/fuzz-counts.json.
+# `make test` runs the same tests at 40 cases each (8 per page).
 fuzz: $(BIN)/.stamp
 	SPECPLAN_FUZZ=long SPECPLAN_FUZZ_COUNTS=artifacts/fuzz-counts.json \
 		$(BIN)/python -m pytest tests/fuzz -q

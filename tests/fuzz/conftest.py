@@ -13,7 +13,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not TALLY:
         return
     tr = terminalreporter
-    tr.section(f"fuzz counts ({FUZZ.max_examples} examples per test)")
+    tr.section(f"fuzz counts ({FUZZ.max_examples} cases per parser test)")
     tr.write_line(f"{'parser':<22}{'cases':>8}{'refusals':>10}{'ok':>8}{'failures':>10}")
     total = {"cases": 0, "refusals": 0, "ok": 0, "failures": 0}
     for parser in sorted(TALLY):

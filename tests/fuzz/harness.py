@@ -28,7 +28,8 @@ from simulator.errors import InputError
 
 CI_CASES = 40
 LONG_CASES = 1500
-"""Cases per test: 18 fuzz tests x 1,500 = 27,000 in `make fuzz` (the issue asks for 10,000)."""
+"""Cases per parser test: 18 x 1,500 = 27,000 in `make fuzz` (the issue asks for 10,000);
+the page tests draw fewer (`test_fuzz_pages.PAGE_CASES`)."""
 CASE_CPU_S = 2.0
 """A case that takes longer than this of CPU time is a hang (the issue's bound)."""
 CASE_WALL_S = 20.0

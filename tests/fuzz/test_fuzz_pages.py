@@ -1,0 +1,84 @@
+"""Fuzz the dashboard's pages over the catalogs: a link that picks any target, method,
+draft, GPU and GPU count (and at times a batch, a prompt length or a K) opens the ROI
+calculator, the Sizer and the Reports page without an exception, and no figure a page
+shows as a metric reads 'nan' or 'inf'. A scenario that cannot run is a fine answer (the
+page says why); a traceback is not.
+
+This is what found the Reports page crashing wherever no K can run (a draft that does
+not fit beside the target, or a target that does not fit at all), which the parsers'
+fuzz tests could not reach. A page run costs far more than a parser call, so these tests
+draw PAGE_CASES cases in `make test` and PAGE_LONG_CASES in `make fuzz`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from streamlit.testing.v1 import AppTest
+
+from simulator.catalog import default_gpus, default_models
+from simulator.specs import METHODS
+from tests.fuzz.harness import EXPLORE, FUZZ, LONG, run_case, warm
+
+ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
+PAGES = ("roi", "sizer", "reports")
+PAGE_CASES = 8
+PAGE_LONG_CASES = 150
+"""Cases per page: 8 (about 5 s a page) in `make test`, 150 in `make fuzz`."""
+
+MODELS = sorted(default_models())
+GPUS = sorted(default_gpus())
+PAGE_FUZZ = settings(FUZZ, max_examples=PAGE_LONG_CASES if LONG or EXPLORE else PAGE_CASES)
+
+
+@st.composite
+def links(draw) -> dict[str, str]:
+    method = draw(st.sampled_from(METHODS))
+    query = {
+        "target": draw(st.sampled_from(MODELS)),
+        "method": method,
+        "gpu": draw(st.sampled_from(GPUS)),
+        "num_gpus": draw(st.sampled_from(["1", "2", "4", "8"])),
+    }
+    if method == "draft_model":
+        query["draft"] = draw(st.sampled_from(MODELS))
+    extras = {
+        "batch_size": st.sampled_from(["1", "16", "256", "4096"]),
+        "prompt_len": st.sampled_from(["1", "100000", "1000000"]),
+        "k": st.sampled_from(["best", "1", "8", "16"]),
+    }
+    for key, values in extras.items():
+        if draw(st.booleans()):
+            query[key] = draw(values)
+    return query
+
+
+def _open(page: str, query: dict[str, str]) -> AppTest:
+    at = AppTest.from_file(str(ENTRY), default_timeout=60)
+    for key, value in query.items():
+        at.query_params[key] = value
+    if page != "roi":
+        at.switch_page(f"views/{page}.py")
+    at.run()
+    return at
+
+
+def check_page(at: AppTest) -> None:
+    assert not at.exception, [e.value[:300] for e in at.exception]
+    for m in at.metric:
+        shown = f"{m.value} {m.delta or ''}".lower()
+        assert "nan" not in shown and "inf" not in shown, (m.label, m.value, m.delta)
+
+
+for _page in PAGES:
+    warm(lambda page=_page: _open(page, {}))
+
+
+@pytest.mark.parametrize("page", PAGES)
+@PAGE_FUZZ
+@given(query=links())
+def test_pages_over_the_catalogs(page, query):
+    run_case(f"page_{page}", lambda: _open(page, query), check_page)
