@@ -128,17 +128,19 @@ def test_tpot_by_batch_and_best_k_follow_the_grid():
     assert fig.layout.shapes[0].y0 == 25.0
     best = pd.DataFrame(
         {
-            "batch_size": [1, 64],
-            "best_k": [2, 0],
-            "speedup": [2.0, 1.0],
-            "meets_slo": [True, False],
-            "fits": [True, True],
+            "batch_size": [1, 64, 128],
+            "best_k": [2, 0, 0],
+            "speedup": [2.0, 1.0, np.nan],
+            "spec_tok_s": [100.0, 900.0, np.nan],  # nothing runs at batch 128
+            "meets_slo": [True, False, False],
+            "fits": [True, True, False],
         }
     )
     bar = figures.best_k_by_batch(best)
-    assert list(bar.data[0].x) == ["1", "64"]
-    np.testing.assert_allclose(bar.data[0].y, [2, 0])
-    assert list(bar.data[0].marker.color) == [figures.GOOD, figures.BAD]
+    assert list(bar.data[0].x) == ["1", "64", "128"]
+    np.testing.assert_allclose(bar.data[0].y, [2, 0, np.nan])
+    assert list(bar.data[0].marker.color) == [figures.GOOD, figures.BAD, figures.BAD]
+    assert not bar.layout.annotations
 
 
 def test_profile_latency_pairs_measurements_with_predictions():
