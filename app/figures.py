@@ -294,6 +294,21 @@ def cost_before_after(df: pd.DataFrame) -> go.Figure:
             ("monthly_cost_usd", "$%{y:,.0f}", "x2"),
         )
     ]
+    annotations = [
+        _subplot_title("$ per 1M output tokens", 0.225),
+        _subplot_title("monthly cost ($)", 0.775),
+    ]
+    if not np.isfinite(df["cost_per_mtok"].to_numpy(dtype=float)).any():
+        annotations.append(
+            {
+                "text": "no cost: no $ per GPU-hour for this GPU",
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.5,
+                "y": 0.5,
+                "showarrow": False,
+            }
+        )
     # The grid `make_subplots(rows=1, cols=2)` lays out, written out: it took ~10 ms.
     return go.Figure(
         data=traces,
@@ -302,10 +317,7 @@ def cost_before_after(df: pd.DataFrame) -> go.Figure:
             "yaxis": {"anchor": "x", "domain": [0.0, 1.0]},
             "xaxis2": {"anchor": "y2", "domain": [0.55, 1.0]},
             "yaxis2": {"anchor": "x2", "domain": [0.0, 1.0]},
-            "annotations": [
-                _subplot_title("$ per 1M output tokens", 0.225),
-                _subplot_title("monthly cost ($)", 0.775),
-            ],
+            "annotations": annotations,
             "title": {"text": "Cost before and after", "font": {"size": 15}},
             "height": 380,
             "margin": {"l": 10, "r": 10, "t": 70, "b": 10},

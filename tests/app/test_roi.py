@@ -220,7 +220,7 @@ def test_default_page_picks_an_interior_best_k_at_batch_16(app, query):
 
 
 @pytest.mark.parametrize("page", [None, "sizer"])
-def test_a_gpu_without_a_catalog_price_shows_no_dollar_figure(app, page):
+def test_a_gpu_without_a_catalog_price_shows_no_dollar_figure(app, charts, page):
     """The H20 has no published hourly price: costs are unknown, not '$nan', and the
     payback is unknown, not 'never'."""
     at = app(page, query={"gpu": "h20", "target": "llama-3.1-8b", "num_gpus": "1"})
@@ -231,4 +231,6 @@ def test_a_gpu_without_a_catalog_price_shows_no_dollar_figure(app, page):
     assert money and all(shown[label] == "n/a" for label in money), shown
     if page is None:
         assert shown["Payback"] == "n/a"
+        notes = [a["text"] for a in charts(at)["roi_cost"]["layout"]["annotations"]]
+        assert "no cost: no $ per GPU-hour for this GPU" in notes
     assert any("no catalog price" in w.value for w in at.sidebar.warning)
