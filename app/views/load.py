@@ -164,28 +164,44 @@ base.pop("batch_size", None)
 key = tuple(sorted((k, str(v)) for k, v in base.items()))
 cal = sim.current_calibration().key
 
-frames = []
-progress = st.progress(0.0, text="Simulating...")
-try:
-    for i, (rate, concurrency) in enumerate(loads):
-        frames.append(
-            _point(
-                repr(key),
-                dict(key),
-                (rate, concurrency, requests, 0),
-                lengths,
-                spread,
-                (slo_ttft, slo_tpot),
-                cal,
+
+def _simulate(key: tuple) -> pd.DataFrame:
+    """Every load point of the scenario `key` (its sorted items), with a progress bar."""
+    frames = []
+    progress = st.progress(0.0, text="Simulating...")
+    try:
+        for i, (rate, concurrency) in enumerate(loads):
+            frames.append(
+                _point(
+                    repr(key),
+                    dict(key),
+                    (rate, concurrency, requests, 0),
+                    lengths,
+                    spread,
+                    (slo_ttft, slo_tpot),
+                    cal,
+                )
             )
-        )
-        progress.progress((i + 1) / len(loads), text=f"Simulated {i + 1} of {len(loads)} loads")
+            progress.progress((i + 1) / len(loads), text=f"Simulated {i + 1} of {len(loads)} loads")
+    finally:
+        progress.empty()
+    return pd.concat(frames, ignore_index=True)
+
+
+spec_refused = None  # why the speculative arm cannot run, when only it cannot
+try:
+    table = _simulate(key)
 except InputError as exc:
-    progress.empty()
-    widgets.show_error(exc, "Scenario")
-    st.stop()
-progress.empty()
-table = pd.concat(frames, ignore_index=True)
+    if not scenario.speculative:
+        widgets.show_error(exc, "Scenario")
+        st.stop()
+    try:
+        table = _simulate(tuple(sorted(arm_scenario(dict(key), False).items())))
+    except InputError:
+        widgets.show_error(exc, "Scenario")
+        st.stop()
+    spec_refused = exc.bare_message
+    st.warning(f"Only the baseline is simulated ({widgets.plain(spec_refused)}).")
 refused = table.groupby("arm", sort=False)["refused"].max()
 if refused.any():
     arms_text = ", ".join(f"{count} in the {arm} arm" for arm, count in refused.items() if count)
@@ -199,6 +215,8 @@ if refused.any():
 cross = figures_load.tail_crossover(table)
 if not scenario.speculative:
     st.info("Method 'none' is the baseline: choose a method in the sidebar to compare.")
+elif spec_refused is not None:
+    pass  # said above: there is no speculative arm to compare
 elif cross is None:
     st.success("Speculation keeps the P99 TPOT below the baseline's over the whole range.")
 else:

@@ -103,3 +103,29 @@ def test_requests_longer_than_the_kv_cache_are_refused_not_simulated_for_ever(ap
     assert table["refused"].max() >= 1
     assert any("longer (prompt and output) than the KV cache" in w.value for w in at.warning)
     assert np.isfinite(table["tpot_p99_ms"]).all()
+
+
+def test_a_speculative_arm_that_cannot_run_leaves_the_baseline_and_claims_nothing(app):
+    """A 3B draft does not fit beside an 8B target on an L4. The page refused the whole
+    scenario; now it shows the baseline's tails, says why the other arm is missing, and
+    makes no claim about where speculation helps the tail."""
+    at = app(
+        "load",
+        query={
+            "target": "llama-3.1-8b",
+            "method": "draft_model",
+            "draft": "llama-3.2-3b",
+            "gpu": "l4",
+            "num_gpus": 1,
+        },
+        state={"load_points": 2, "load_requests": 100},
+    )
+    assert not at.error
+    table = at.dataframe[0].value
+    assert set(table["arm"]) == {"baseline"} and len(table) == 2
+    warned = " ".join(w.value for w in at.warning).replace("\\", "")
+    assert (
+        "Only the baseline is simulated (cannot run with speculation: the draft's weights" in warned
+    )
+    assert not at.success
+    assert not [w for w in at.warning if "makes the P99 TPOT worse" in w.value]
