@@ -1,7 +1,8 @@
 """Fuzz the dashboard's pages over the catalogs: a link that picks any target, method,
 draft, GPU and GPU count (and at times a batch, a prompt length or a K) opens the ROI
-calculator, the Sizer and the Reports page without an exception, and no figure a page
-shows as a metric reads 'nan' or 'inf'. A scenario that cannot run is a fine answer (the
+calculator, the Sizer, the Reports page and the Load & SLO page (two load points of 100
+requests) without an exception, and no figure a page shows as a metric reads 'nan' or
+'inf'. A scenario that cannot run is a fine answer (the
 page says why); a traceback is not.
 
 This is what found the Reports page crashing wherever no K can run (a draft that does
@@ -24,10 +25,13 @@ from simulator.specs import METHODS
 from tests.fuzz.harness import EXPLORE, FUZZ, LONG, run_case, warm
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
-PAGES = ("roi", "sizer", "reports")
+PAGES = ("roi", "sizer", "reports", "load")
+SMALL_LOAD = {"load_points": 2, "load_requests": 100}
+"""The Load page's inputs in these cases: its default, six points of 300 requests, costs
+a second a case."""
 PAGE_CASES = 8
 PAGE_LONG_CASES = 150
-"""Cases per page: 8 (about 5 s a page) in `make test`, 150 in `make fuzz`."""
+"""Cases per page: 8 (about 3 s a page) in `make test`, 150 in `make fuzz`."""
 
 MODELS = sorted(default_models())
 GPUS = sorted(default_gpus())
@@ -60,6 +64,9 @@ def _open(page: str, query: dict[str, str]) -> AppTest:
     at = AppTest.from_file(str(ENTRY), default_timeout=60)
     for key, value in query.items():
         at.query_params[key] = value
+    if page == "load":
+        for key, value in SMALL_LOAD.items():
+            at.session_state[key] = value
     if page != "roi":
         at.switch_page(f"views/{page}.py")
     at.run()
