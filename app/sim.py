@@ -297,6 +297,27 @@ def best_k(scenario_base: dict, batch: int, k_values) -> int:
     return int(rows["k"][speedup.idxmax()]) if speedup.notna().any() else int(rows["k"][0])
 
 
+MEMORY_REASONS = ("weights", "KV cache")
+"""Words of a `status` that says the setup does not fit in memory."""
+
+
+def memory_remedies(row: dict, gpu_counts) -> list[str]:
+    """For a scenario row whose setup does not fit in memory: the changes to it that make
+    it run, each checked by predicting it (one predict call): fp8 weights, and the
+    fewest GPUs per replica among `gpu_counts`. Raises InputError."""
+    tries = []
+    if str(row.get("weight_dtype") or "bf16") != "fp8":
+        tries.append(("fp8 weights", {"weight_dtype": "fp8"}))
+    for count in sorted(int(g) for g in gpu_counts if int(g) > int(row.get("num_gpus") or 1)):
+        tries.append((f"{count} GPUs per replica", {"num_gpus": count}))
+    if not tries:
+        return []
+    status = run_predict(pd.DataFrame([{**row, **change} for _, change in tries]))["status"]
+    runs = [what for (what, _), s in zip(tries, status.astype(str), strict=True) if s == "ok"]
+    gpus = [what for what in runs if what.endswith("per replica")]
+    return [what for what in runs if what == "fp8 weights"] + gpus[:1]
+
+
 PUBLISHED_CSV = DATA_DIR / "validation" / "published.csv"
 
 

@@ -142,8 +142,14 @@ st.session_state["roi_row"] = {**row, "payback_months": payback}
 if not scenario.speculative:
     st.info("Method 'none' is the baseline: choose a method in the sidebar to see the gain.")
 if row["status"] != "ok":
-    # A setup that cannot run gets no numbers: the reason in place of the metrics.
-    st.error(widgets.plain(row["status"]), icon=":material/block:")
+    # A setup that cannot run gets no numbers: the reason in place of the metrics, and
+    # what would make it fit where memory is the reason.
+    why = str(row["status"])
+    if any(word in why for word in sim.MEMORY_REASONS):
+        remedies = sim.memory_remedies(scenario.row(k, batch), widgets.GPU_COUNTS)
+        if remedies:
+            why += f". It runs with {' or with '.join(remedies)}"
+    st.error(widgets.plain(why), icon=":material/block:")
     widgets.checklist_panel(row, horizontal=True)
     st.stop()
 if not bool(row["fits"]):

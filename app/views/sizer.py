@@ -219,13 +219,17 @@ with right:
     limit = models[scenario.target].max_position_embeddings
     if limit and max_model_len > limit:
         st.warning(f"{max_model_len:,} tokens exceeds the model's {limit:,}-token context.")
-    if mem["kv_cache_gb_baseline"] <= 0:
-        st.error("Weights and reserves exceed the memory: add GPUs or quantise.")
-    elif mem["kv_cache_gb_spec"] <= 0:
-        st.error(
-            "With speculation, the target's and the draft's weights and reserves exceed the "
-            "memory: add GPUs, quantise or choose a smaller draft."
-        )
+    if mem["kv_cache_gb_spec"] <= 0:
+        mem_row = scenario.row(k_mem, 1, gpu_memory_utilization=util)
+        remedies = sim.memory_remedies(mem_row, widgets.GPU_COUNTS)
+        fix = f" It runs with {' or with '.join(remedies)}." if remedies else ""
+        if mem["kv_cache_gb_baseline"] <= 0:
+            st.error("Weights and reserves exceed the memory: add GPUs or quantise." + fix)
+        else:
+            st.error(
+                "With speculation, the target's and the draft's weights and reserves exceed "
+                "the memory: add GPUs, quantise or choose a smaller draft." + fix
+            )
 
 # ---------------------------------------------------------------------------- SLO
 slo_text = f"TPOT ≤ {slo_tpot:g} ms" if "slo_tpot_ms" in slo else f"≥ {slo_value:g} tok/s per user"

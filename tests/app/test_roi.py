@@ -234,3 +234,29 @@ def test_a_gpu_without_a_catalog_price_shows_no_dollar_figure(app, charts, page)
         notes = [a["text"] for a in charts(at)["roi_cost"]["layout"]["annotations"]]
         assert "no cost: no $ per GPU-hour for this GPU" in notes
     assert any("no catalog price" in w.value for w in at.sidebar.warning)
+
+
+def test_a_setup_that_does_not_fit_names_the_changes_that_make_it_run(app):
+    """DeepSeek-V3's bf16 weights exceed 8 H200s; fp8 weights, or 16 GPUs, fit. Each
+    change the page names is one the simulator says runs, and the first count that runs."""
+    query = {"target": "deepseek-v3", "method": "mtp", "gpu": "h200", "num_gpus": "8"}
+    at = app(query=query)
+    assert not at.exception
+    shown = " ".join(e.value for e in at.error).replace("\\", "")
+    assert "cannot run: the target's weights and reserves exceed the GPUs' memory. " in shown
+    assert "It runs with fp8 weights or with 16 GPUs per replica" in shown
+    base = {"target": "deepseek-v3", "method": "mtp", "gpu": "h200", "k": 1, "batch_size": 16}
+    base["acceptance_rate"] = 0.85
+    rows = [
+        {**base, "num_gpus": 8, "weight_dtype": "fp8"},
+        {**base, "num_gpus": 16},
+        {**base, "num_gpus": 8},
+    ]
+    status = predict(pd.DataFrame(rows))["status"].astype(str).tolist()
+    assert status[:2] == ["ok", "ok"] and status[2] != "ok"
+
+
+def test_no_change_is_named_where_none_makes_it_fit(app):
+    at = app(query={"target": "deepseek-v3", "method": "mtp", "gpu": "l4", "num_gpus": "1"})
+    shown = " ".join(e.value for e in at.error)
+    assert "cannot run" in shown and "It runs with" not in shown

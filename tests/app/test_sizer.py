@@ -189,6 +189,7 @@ def test_a_draft_that_does_not_fit_is_not_sold_as_paying(app, charts):
     assert "Cannot run with speculation: the draft's weights do not fit beside the target's" in text
     errors = " ".join(e.value for e in at.error)
     assert "With speculation, the target's and the draft's weights" in errors
+    assert "It runs with fp8 weights or with 2 GPUs per replica." in errors
     assert at.session_state["sizer_result"]["break_even_batch"] == 1
 
 
