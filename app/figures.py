@@ -255,6 +255,11 @@ def speedup_vs_batch(
     )
 
 
+def _centre_note(text: str) -> dict:
+    """A note in the middle of a figure with nothing to plot, saying why."""
+    return {"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False}
+
+
 def _subplot_title(text: str, x: float) -> dict:
     """A title above one of two side-by-side plots, as `make_subplots` writes it."""
     return {
@@ -299,16 +304,7 @@ def cost_before_after(df: pd.DataFrame) -> go.Figure:
         _subplot_title("monthly cost ($)", 0.775),
     ]
     if not np.isfinite(df["cost_per_mtok"].to_numpy(dtype=float)).any():
-        annotations.append(
-            {
-                "text": "no cost: no $ per GPU-hour for this GPU",
-                "xref": "paper",
-                "yref": "paper",
-                "x": 0.5,
-                "y": 0.5,
-                "showarrow": False,
-            }
-        )
+        annotations.append(_centre_note("no cost: no $ per GPU-hour for this GPU"))
     # The grid `make_subplots(rows=1, cols=2)` lays out, written out: it took ~10 ms.
     return go.Figure(
         data=traces,
@@ -436,16 +432,7 @@ def best_k_by_batch(best: pd.DataFrame) -> go.Figure:
         showlegend=False,
     )
     if not runs.any():
-        layout["annotations"] = [
-            {
-                "text": "nothing runs at any batch",
-                "xref": "paper",
-                "yref": "paper",
-                "x": 0.5,
-                "y": 0.5,
-                "showarrow": False,
-            }
-        ]
+        layout["annotations"] = [_centre_note("nothing runs at any batch")]
     return go.Figure(data=[bar], layout=layout)
 
 
