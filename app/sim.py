@@ -301,21 +301,24 @@ MEMORY_REASONS = ("weights", "KV cache")
 """Words of a `status` that says the setup does not fit in memory."""
 
 
-def memory_remedies(row: dict, gpu_counts) -> list[str]:
-    """For a scenario row whose setup does not fit in memory: the changes to it that make
-    it run, each checked by predicting it (one predict call): fp8 weights, and the
-    fewest GPUs per replica among `gpu_counts`. Raises InputError."""
+def memory_fix(row: dict, gpu_counts) -> str:
+    """For a scenario row whose setup does not fit in memory, the sentence naming the
+    changes to it that make it run ('It runs with fp8 weights or with 16 GPUs per
+    replica.'), or '' where none does. Each change is checked by predicting it (one
+    predict call): fp8 weights, and the fewest GPUs per replica among `gpu_counts`.
+    Raises InputError."""
     tries = []
     if str(row.get("weight_dtype") or "bf16") != "fp8":
         tries.append(("fp8 weights", {"weight_dtype": "fp8"}))
     for count in sorted(int(g) for g in gpu_counts if int(g) > int(row.get("num_gpus") or 1)):
         tries.append((f"{count} GPUs per replica", {"num_gpus": count}))
     if not tries:
-        return []
+        return ""
     status = run_predict(pd.DataFrame([{**row, **change} for _, change in tries]))["status"]
     runs = [what for (what, _), s in zip(tries, status.astype(str), strict=True) if s == "ok"]
     gpus = [what for what in runs if what.endswith("per replica")]
-    return [what for what in runs if what == "fp8 weights"] + gpus[:1]
+    remedies = [what for what in runs if what == "fp8 weights"] + gpus[:1]
+    return f"It runs with {' or with '.join(remedies)}." if remedies else ""
 
 
 PUBLISHED_CSV = DATA_DIR / "validation" / "published.csv"

@@ -146,9 +146,8 @@ if row["status"] != "ok":
     # what would make it fit where memory is the reason.
     why = str(row["status"])
     if any(word in why for word in sim.MEMORY_REASONS):
-        remedies = sim.memory_remedies(scenario.row(k, batch), widgets.GPU_COUNTS)
-        if remedies:
-            why += f". It runs with {' or with '.join(remedies)}"
+        fix = sim.memory_fix(scenario.row(k, batch), widgets.GPU_COUNTS)
+        why = f"{why}. {fix}" if fix else why
     st.error(widgets.plain(why), icon=":material/block:")
     widgets.checklist_panel(row, horizontal=True)
     st.stop()

@@ -221,15 +221,15 @@ with right:
         st.warning(f"{max_model_len:,} tokens exceeds the model's {limit:,}-token context.")
     if mem["kv_cache_gb_spec"] <= 0:
         mem_row = scenario.row(k_mem, 1, gpu_memory_utilization=util)
-        remedies = sim.memory_remedies(mem_row, widgets.GPU_COUNTS)
-        fix = f" It runs with {' or with '.join(remedies)}." if remedies else ""
+        fix = sim.memory_fix(mem_row, widgets.GPU_COUNTS)
         if mem["kv_cache_gb_baseline"] <= 0:
-            st.error("Weights and reserves exceed the memory: add GPUs or quantise." + fix)
+            why = "Weights and reserves exceed the memory: add GPUs or quantise."
         else:
-            st.error(
+            why = (
                 "With speculation, the target's and the draft's weights and reserves exceed "
-                "the memory: add GPUs, quantise or choose a smaller draft." + fix
+                "the memory: add GPUs, quantise or choose a smaller draft."
             )
+        st.error(f"{why} {fix}".strip())
 
 # ---------------------------------------------------------------------------- SLO
 slo_text = f"TPOT ≤ {slo_tpot:g} ms" if "slo_tpot_ms" in slo else f"≥ {slo_value:g} tok/s per user"
