@@ -2,8 +2,8 @@
 
 Prints, for a scenario CSV of `--n` rows (bench/sweep.py's table): the time
 `pandas.read_csv` takes to read it; `python -m simulator predict` from it to Parquet and
-to CSV (end to end, as a user runs it, with peak memory); the floor under those: pyarrow
-writing the same predictions with no prediction at all; a sweep of about `--n` points
+to CSV (end to end, as a user runs it, with peak memory); the floor under those: the
+command line's writer writing the same predictions with no prediction at all; a sweep of about `--n` points
 to Parquet and to CSV; `python -m simulator --help`; and the CPU time of a one-row
 `predict` call. Ratios are to the read_csv time measured in the same run.
 """
@@ -39,16 +39,20 @@ def _run(argv: list[str]) -> tuple[float, float]:
 
 
 def _write_floor(predictions: Path) -> dict[str, float]:
-    """Seconds pyarrow takes to write the prediction table (read back from `predictions`)
-    as Parquet and as CSV, with no prediction at all: what any predict run must pay."""
-    import pyarrow.csv as pcsv
+    """Seconds the command line's own writer (`simulator.io.TableWriter`, the settings
+    `predict` uses) takes to write the prediction table (read back from `predictions`) as
+    Parquet and as CSV, with no prediction at all: what any predict run must pay."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(predictions)
+    from simulator.io import TableWriter
+
+    frame = pq.read_table(predictions).to_pandas()
     out = {}
-    for suffix, write in (("parquet", pq.write_table), ("csv", pcsv.write_csv)):
+    for suffix in ("parquet", "csv"):
         t0 = time.perf_counter()
-        write(table, predictions.with_name(f"floor.{suffix}"))
+        writer = TableWriter(str(predictions.with_name(f"floor.{suffix}")), suffix)
+        writer.write(frame)
+        writer.close()
         out[suffix] = time.perf_counter() - t0
     return out
 
@@ -73,7 +77,7 @@ def main() -> None:
             )
         for suffix, write_s in _write_floor(Path(tmp) / "predictions.parquet").items():
             print(
-                f"floor, pyarrow writing those predictions alone as {suffix}: {write_s:.2f} s "
+                f"floor, the writer alone writing those predictions as {suffix}: {write_s:.2f} s "
                 f"= {write_s / read_s:.1f} x read_csv"
             )
         batches = max(1, args.n // 500)
