@@ -129,6 +129,24 @@ def _whole(low: int, high: int, why: str = "") -> Callable[[str], int]:
     return parse
 
 
+def parse_temperatures(text: str, flag: str = "--temperatures") -> tuple[float, ...]:
+    """'0,1' -> (0.0, 1.0): finite temperatures in 0..`MAX_TEMPERATURE`, 0 = greedy;
+    UsageError names the flag."""
+    try:
+        temps = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{flag}: '{text}' is not numbers") from None
+    if not temps:
+        raise UsageError(f"{flag}: give numbers from 0 (greedy) to {lim.MAX_TEMPERATURE:g}")
+    for t in temps:
+        if not 0 <= t <= lim.MAX_TEMPERATURE:
+            raise UsageError(
+                f"{flag}: {t:g} is outside 0..{lim.MAX_TEMPERATURE:g} (0 = greedy; sampling is "
+                "uniform long before the top)"
+            )
+    return temps
+
+
 def check_whole(flag: str, value: int | None, low: int, high: int | None) -> None:
     """`_whole`'s check for a flag parsed as a plain int (the ground-truth commands, whose
     defaults come from their settings): UsageError naming the flag and its limits, none

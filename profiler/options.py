@@ -68,6 +68,16 @@ MAX_DEPTH = 10_000
 """Layers for --depths and --max-layers: the deepest catalog model has 126."""
 MAX_SEED = 2**32 - 1
 """torch and numpy both take a 32-bit seed."""
+MAX_ROUNDS = 100
+"""Rounds of `validate` (timed rounds per point, default 8) and of `serve-bench` (each serves
+every rate and arm again, default 3). Their defaults take about 25 and 6 minutes on the
+2-core development machine, so 100 rounds is already hours to a day."""
+MAX_TRAIN_STEPS = 10_000
+"""Optimiser steps per model of `train-pair`: 40 times the target's default of 240, which
+trained the committed pair."""
+MAX_TEMPERATURE = 100.0
+"""Sampling temperature: the simulator's limit for its `temperature` column (sampling is
+uniform long before this)."""
 
 
 def cpu_count() -> int:

@@ -78,6 +78,7 @@ from profiler.groundtruth.train_pair import (
     load_pair,
 )
 from profiler.groundtruth.validate import (
+    K_MAX,
     VALIDATION_DIR,
     QuietGate,
     _mode,
@@ -1192,9 +1193,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rates", help=f"requests per second (default {','.join(f'{x:g}' for x in d.rates)})"
     )
     parser.add_argument("--requests", type=int, help=f"per rate and round (default {d.requests})")
-    parser.add_argument("--rounds", type=int, help=f"rounds (default {d.rounds})")
-    parser.add_argument("--k", type=int, help=f"draft tokens per round (default {d.k})")
-    parser.add_argument("--temperatures", help="0 = greedy (default 0,1)")
+    parser.add_argument(
+        "--rounds", type=int, help=f"rounds, 1..{lim.MAX_ROUNDS} (default {d.rounds})"
+    )
+    parser.add_argument("--k", type=int, help=f"draft tokens per round, 1..{K_MAX} (default {d.k})")
+    parser.add_argument(
+        "--temperatures", help=f"0..{lim.MAX_TEMPERATURE:g}, 0 = greedy (default 0,1)"
+    )
     parser.add_argument(
         "--output",
         help="output lengths: fixed:MEAN or lognormal:MEAN:SIGMA "
@@ -1208,7 +1213,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     """The settings the flags ask for; UsageError names a bad flag."""
-    from profiler.cli import UsageError, check_whole
+    from profiler.cli import UsageError, check_whole, parse_temperatures
 
     settings = BenchSettings.quick() if args.quick else BenchSettings()
     changes: dict = {}
@@ -1221,17 +1226,11 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
             raise UsageError("--rates: give request rates above 0")
         changes["rates"] = rates
     if args.temperatures:
-        try:
-            temps = tuple(float(x) for x in args.temperatures.split(",") if x.strip())
-        except ValueError:
-            raise UsageError(f"--temperatures: '{args.temperatures}' is not numbers") from None
-        if not temps or not all(t >= 0 for t in temps):
-            raise UsageError("--temperatures: give numbers >= 0 (0 = greedy)")
-        changes["temperatures"] = temps
+        changes["temperatures"] = parse_temperatures(args.temperatures)
     for flag, value, low, high in (
         ("--requests", args.requests, 1, serving.MAX_REQUESTS),
-        ("--rounds", args.rounds, 1, None),
-        ("--k", args.k, 1, None),
+        ("--rounds", args.rounds, 1, lim.MAX_ROUNDS),
+        ("--k", args.k, 1, K_MAX),
         ("--threads", args.threads, 1, lim.max_threads()),
         ("--seed", args.seed, 0, lim.MAX_SEED),
     ):

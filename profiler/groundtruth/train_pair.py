@@ -34,6 +34,7 @@ from safetensors.torch import load_file, save_file
 
 from profiler.groundtruth.corpus import Corpus, load_corpus
 from profiler.model import ArchConfig, DecoderLM
+from profiler.options import MAX_TRAIN_STEPS
 
 MODELS_DIR = Path(__file__).resolve().parents[2] / "data" / "models"
 TARGET_ID = "specplan-byte-target"
@@ -364,8 +365,18 @@ def train_pair(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=MODELS_DIR, help="output directory")
-    parser.add_argument("--target-steps", type=int, default=DEFAULT_TARGET_STEPS)
-    parser.add_argument("--draft-steps", type=int, default=DEFAULT_DRAFT_STEPS)
+    parser.add_argument(
+        "--target-steps",
+        type=int,
+        default=DEFAULT_TARGET_STEPS,
+        help=f"1..{MAX_TRAIN_STEPS:,} (default %(default)s)",
+    )
+    parser.add_argument(
+        "--draft-steps",
+        type=int,
+        default=DEFAULT_DRAFT_STEPS,
+        help=f"1..{MAX_TRAIN_STEPS:,} (default %(default)s)",
+    )
     parser.add_argument("--seq-len", type=int, default=512, help="training window in bytes")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
@@ -383,8 +394,8 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> in
 
     window = min(default_models()[m].max_position_embeddings for m in (TARGET_ID, DRAFT_ID))
     for flag, low, high in (
-        ("target_steps", 1, None),
-        ("draft_steps", 1, None),
+        ("target_steps", 1, MAX_TRAIN_STEPS),
+        ("draft_steps", 1, MAX_TRAIN_STEPS),
         ("seq_len", 1, window),
         ("batch_size", 1, lim.MAX_BATCH),
         ("threads", 1, lim.max_threads()),

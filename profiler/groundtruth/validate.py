@@ -717,10 +717,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-dir", type=Path, default=VALIDATION_DIR)
     parser.add_argument("--models-dir", type=Path, default=MODELS_DIR)
     parser.add_argument("--profile", type=Path, help="use this profile instead of profiling")
-    parser.add_argument("--batch", help=f"batch sizes (default {','.join(map(str, d.batches))})")
-    parser.add_argument("--k", help="speculative lengths, e.g. 1-8")
-    parser.add_argument("--temperatures", help="0 = greedy (default 0,1)")
-    parser.add_argument("--rounds", type=int, help=f"timed rounds (default {d.rounds})")
+    parser.add_argument(
+        "--batch", help=f"batch sizes, 1..{lim.MAX_BATCH} (default {','.join(map(str, d.batches))})"
+    )
+    parser.add_argument("--k", help=f"speculative lengths, 1..{K_MAX}, e.g. 1-8")
+    parser.add_argument(
+        "--temperatures", help=f"0..{lim.MAX_TEMPERATURE:g}, 0 = greedy (default 0,1)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, help=f"timed rounds, 1..{lim.MAX_ROUNDS} (default {d.rounds})"
+    )
     parser.add_argument("--threads", type=int, help=f"torch CPU threads (default {d.threads})")
     parser.add_argument(
         "--verify-overhead-ms",
@@ -732,26 +738,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> ValidationSettings:
     """The settings the flags ask for; UsageError names a bad flag."""
-    from profiler.cli import UsageError, check_whole, parse_ints
+    from profiler.cli import UsageError, check_whole, parse_ints, parse_temperatures
 
     settings = ValidationSettings.quick() if args.quick else ValidationSettings()
     changes: dict = {"verify_overhead_ms": args.verify_overhead_ms}
     if args.verify_overhead_ms is not None and not args.verify_overhead_ms >= 0:
         raise UsageError(f"--verify-overhead-ms: {args.verify_overhead_ms} must be >= 0")
     if args.batch:
-        changes["batches"] = tuple(parse_ints(args.batch, "--batch", minimum=1))
+        changes["batches"] = tuple(
+            parse_ints(args.batch, "--batch", minimum=1, maximum=lim.MAX_BATCH)
+        )
     if args.k:
         changes["ks"] = tuple(parse_ints(args.k, "--k", minimum=1, maximum=K_MAX))
     if args.temperatures:
-        try:
-            temps = tuple(float(x) for x in args.temperatures.split(",") if x.strip())
-        except ValueError:
-            raise UsageError(f"--temperatures: '{args.temperatures}' is not numbers") from None
-        if not temps or not all(t >= 0 for t in temps):
-            raise UsageError("--temperatures: give numbers >= 0 (0 = greedy)")
-        changes["temperatures"] = temps
+        changes["temperatures"] = parse_temperatures(args.temperatures)
     for flag, value, high in (
-        ("--rounds", args.rounds, None),
+        ("--rounds", args.rounds, lim.MAX_ROUNDS),
         ("--threads", args.threads, lim.max_threads()),
     ):
         check_whole(flag, value, 1, high)

@@ -268,7 +268,7 @@ def test_committed_predictions_are_what_the_simulator_gives_from_the_committed_p
     [
         (["serve-bench", "--rates", "x"], "--rates", "not numbers"),
         (["serve-bench", "--rates", "0,5"], "--rates", "above 0"),
-        (["serve-bench", "--k", "0"], "--k", ">= 1"),
+        (["serve-bench", "--k", "0"], "--k", "outside 1..8"),
         (["serve-bench", "--output", "poisson:3"], "--output", "fixed:MEAN"),
         (["serve-bench", "--slo-tpot-ms", "0"], "--slo-tpot-ms", "> 0"),
         (["serve-bench", "--profile", "/nonexistent.json"], "--profile", "not a file"),
