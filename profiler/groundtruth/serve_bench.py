@@ -70,6 +70,7 @@ from profiler.groundtruth.specdec import (
     probs_from_logits,
     sample_from,
 )
+from profiler.groundtruth.staging import staged
 from profiler.groundtruth.train_pair import (
     DRAFT_ID,
     MODELS_DIR,
@@ -1054,69 +1055,71 @@ def serve_bench(
         between_rounds=profile_pass if profile is None else None,
     )
     load_end = os.getloadavg()
-    stem = out_dir / f"{device_label}_serving"
-    # The measurement first: it is what the minutes above produced.
-    requests = []
-    for (rate, mode, arm), results in runs.items():
-        for res in results:
-            r = res.requests.copy()
-            r.insert(0, "arm", arm)
-            r.insert(0, "mode", mode)
-            r.insert(0, "rate", rate)
-            requests.append(r)
-    pd.concat(requests, ignore_index=True).to_csv(
-        f"{stem}_requests.csv", index=False, float_format="%.6g"
-    )
-    if profile is None:
-        final = Path(f"{stem}_profile.json")
-        command = "python -m profiler " + " ".join(profiler_argv(_shown(final), settings))
-        profile = combine_profiles(passes, final, command)
-        for p in pass_dir.iterdir():
-            p.unlink()
-        pass_dir.rmdir()
-    prof = load_profile(profile)
-    if match_gpu_id(prof.device.name, prof.device.kind) != "cpu":
-        raise ValueError(f"{profile}: not a CPU profile")
-    cal = Calibration.from_profiles([prof])
-    table, models = simulate_runs(runs, settings, cal)
-    table.to_csv(f"{stem}.csv", index=False, float_format="%.6g")
-    steps = step_table(runs, models, settings.prompt_len + settings.output_mean / 2)
-    steps.to_csv(f"{stem}_steps.csv", index=False, float_format="%.6g")
-    errors = median_errors(table)
-    summary = {
-        "rows": len(table),
-        **_error_summary(table),
-        "targets": TARGETS,
-        "slo": {"ttft_ms": settings.slo_ttft_ms, "tpot_ms": settings.slo_tpot_ms},
-        "defaults": "DEFAULTS.without_engine() with the loop's max_num_seqs and "
-        "max_num_batched_tokens",
-        "host_costs": " ".join(HOST_COSTS.split()),
-        "settings": asdict(settings),
-        "command": " ".join(["python -m profiler serve-bench", *sys.argv[2:]]),
-        "profile": str(Path(profile).name),
-        "profiler_command": "python -m profiler "
-        + " ".join(profiler_argv(_shown(Path(f"{stem}_profile.json")), settings)),
-        "models_dir": str(_shown(models_dir)),
-        "device": f"{prof.device.name} ({prof.device.kind}, {settings.threads} thread(s))",
-        "torch": torch.__version__,
-        "total_seconds": round(time.perf_counter() - started, 1),
-        "load_average_start": [round(x, 2) for x in load_start],
-        "load_average_end": [round(x, 2) for x in load_end],
-        "quiet_gate": {
-            "waited_s": round(gate.waited_s, 1),
-            "other_cores_max_at_start_of_a_run": round(
-                max((x for x in gate.readings if np.isfinite(x)), default=0.0), 2
-            ),
-        },
-    }
-    Path(f"{stem}_summary.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
+    with staged(out_dir, f"{device_label}_serving", log) as stage:
+        stem = stage / f"{device_label}_serving"
+        final_stem = out_dir / f"{device_label}_serving"
+        # The measurement first: it is what the minutes above produced.
+        requests = []
+        for (rate, mode, arm), results in runs.items():
+            for res in results:
+                r = res.requests.copy()
+                r.insert(0, "arm", arm)
+                r.insert(0, "mode", mode)
+                r.insert(0, "rate", rate)
+                requests.append(r)
+        pd.concat(requests, ignore_index=True).to_csv(
+            f"{stem}_requests.csv", index=False, float_format="%.6g"
+        )
+        if profile is None:
+            final = Path(f"{final_stem}_profile.json")
+            command = "python -m profiler " + " ".join(profiler_argv(_shown(final), settings))
+            profile = combine_profiles(passes, Path(f"{stem}_profile.json"), command)
+            for p in pass_dir.iterdir():
+                p.unlink()
+            pass_dir.rmdir()
+        prof = load_profile(profile)
+        if match_gpu_id(prof.device.name, prof.device.kind) != "cpu":
+            raise ValueError(f"{profile}: not a CPU profile")
+        cal = Calibration.from_profiles([prof])
+        table, models = simulate_runs(runs, settings, cal)
+        table.to_csv(f"{stem}.csv", index=False, float_format="%.6g")
+        steps = step_table(runs, models, settings.prompt_len + settings.output_mean / 2)
+        steps.to_csv(f"{stem}_steps.csv", index=False, float_format="%.6g")
+        errors = median_errors(table)
+        summary = {
+            "rows": len(table),
+            **_error_summary(table),
+            "targets": TARGETS,
+            "slo": {"ttft_ms": settings.slo_ttft_ms, "tpot_ms": settings.slo_tpot_ms},
+            "defaults": "DEFAULTS.without_engine() with the loop's max_num_seqs and "
+            "max_num_batched_tokens",
+            "host_costs": " ".join(HOST_COSTS.split()),
+            "settings": asdict(settings),
+            "command": " ".join(["python -m profiler serve-bench", *sys.argv[2:]]),
+            "profile": str(Path(profile).name),
+            "profiler_command": "python -m profiler "
+            + " ".join(profiler_argv(_shown(Path(f"{final_stem}_profile.json")), settings)),
+            "models_dir": str(_shown(models_dir)),
+            "device": f"{prof.device.name} ({prof.device.kind}, {settings.threads} thread(s))",
+            "torch": torch.__version__,
+            "total_seconds": round(time.perf_counter() - started, 1),
+            "load_average_start": [round(x, 2) for x in load_start],
+            "load_average_end": [round(x, 2) for x in load_end],
+            "quiet_gate": {
+                "waited_s": round(gate.waited_s, 1),
+                "other_cores_max_at_start_of_a_run": round(
+                    max((x for x in gate.readings if np.isfinite(x)), default=0.0), 2
+                ),
+            },
+        }
+        Path(f"{stem}_summary.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
     log(format_table(table))
     log(
         "median |error| over loads, modes and arms: "
         + ", ".join(
             f"{m.replace('_ms', '')} {v:.1%} (target {TARGETS[m]:.0%})" for m, v in errors.items()
         )
-        + f"; wrote {stem}*.csv in {summary['total_seconds']:.0f} s"
+        + f"; wrote {final_stem}*.csv in {summary['total_seconds']:.0f} s"
     )
     return summary
 

@@ -60,6 +60,7 @@ from profiler.groundtruth.specdec import (
     SpeculativeDecoder,
     run_interleaved,
 )
+from profiler.groundtruth.staging import staged
 from profiler.groundtruth.train_pair import (
     DRAFT_ID,
     MODELS_DIR,
@@ -657,47 +658,52 @@ def validate(
         between_rounds=profile_pass if profile is None else None,
     )
     load_end = os.getloadavg()
-    if profile is None:
-        final = out_dir / f"{device_label}_profile.json"
-        command = "python -m profiler " + " ".join(profiler_argv(_shown(final), settings))
-        profile = combine_profiles(passes, final, command)
-        for p in pass_dir.iterdir():
-            p.unlink()
-        pass_dir.rmdir()
-        log(f"profiled {TARGET_ID} and {DRAFT_ID} in {len(passes)} passes -> {profile}")
-    stem = out_dir / device_label
-    pred = predict(points, profile, settings)
-    prof = load_profile(profile)
-    pred.to_csv(f"{stem}_validation.csv", index=False, float_format="%.6g")
-    acceptance_long(pred).to_csv(f"{stem}_acceptance.csv", index=False, float_format="%.6g")
-    tau_table = tau_vs_iid(pred)
-    tau_table.to_csv(f"{stem}_tau_iid.csv", index=False, float_format="%.6g")
-    summary = summarise(
-        pred,
-        settings,
-        {
-            "command": " ".join(["python -m profiler validate", *sys.argv[2:]]),
-            "profile": str(Path(profile).name),
-            "profiler_command": "python -m profiler "
-            + " ".join(profiler_argv(_shown(Path(f"{stem}_profile.json")), settings)),
-            "models_dir": str(_shown(models_dir)),
-            "device": f"{prof.device.name} ({prof.device.kind}, {settings.threads} thread(s))",
-            "torch": torch.__version__,
-            "total_seconds": round(time.perf_counter() - started, 1),
-            "load_average_start": [round(x, 2) for x in load_start],
-            "load_average_end": [round(x, 2) for x in load_end],
-            "tau_iid_max_abs_error": round(float(tau_table["tau_iid_error"].abs().max()), 4),
-            "quiet_gate": {
-                "waited_s": round(gate.waited_s, 1),
-                "other_cores_max_at_start_of_a_block": round(max(gate.readings, default=0.0), 2),
+    with staged(out_dir, device_label, log) as stage:
+        if profile is None:
+            final = out_dir / f"{device_label}_profile.json"
+            command = "python -m profiler " + " ".join(profiler_argv(_shown(final), settings))
+            profile = combine_profiles(passes, stage / final.name, command)
+            for p in pass_dir.iterdir():
+                p.unlink()
+            pass_dir.rmdir()
+            log(f"profiled {TARGET_ID} and {DRAFT_ID} in {len(passes)} passes -> {final}")
+        stem = stage / device_label
+        pred = predict(points, profile, settings)
+        prof = load_profile(profile)
+        pred.to_csv(f"{stem}_validation.csv", index=False, float_format="%.6g")
+        acceptance_long(pred).to_csv(f"{stem}_acceptance.csv", index=False, float_format="%.6g")
+        tau_table = tau_vs_iid(pred)
+        tau_table.to_csv(f"{stem}_tau_iid.csv", index=False, float_format="%.6g")
+        summary = summarise(
+            pred,
+            settings,
+            {
+                "command": " ".join(["python -m profiler validate", *sys.argv[2:]]),
+                "profile": str(Path(profile).name),
+                "profiler_command": "python -m profiler "
+                + " ".join(
+                    profiler_argv(_shown(out_dir / f"{device_label}_profile.json"), settings)
+                ),
+                "models_dir": str(_shown(models_dir)),
+                "device": f"{prof.device.name} ({prof.device.kind}, {settings.threads} thread(s))",
+                "torch": torch.__version__,
+                "total_seconds": round(time.perf_counter() - started, 1),
+                "load_average_start": [round(x, 2) for x in load_start],
+                "load_average_end": [round(x, 2) for x in load_end],
+                "tau_iid_max_abs_error": round(float(tau_table["tau_iid_error"].abs().max()), 4),
+                "quiet_gate": {
+                    "waited_s": round(gate.waited_s, 1),
+                    "other_cores_max_at_start_of_a_block": round(
+                        max(gate.readings, default=0.0), 2
+                    ),
+                },
             },
-        },
-    )
-    Path(f"{stem}_summary.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
+        )
+        Path(f"{stem}_summary.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
     log(
         f"median |error| {summary['median_abs_error']:.1%} over {summary['points']} points "
         f"(p90 {summary['p90_abs_error']:.1%}, max {summary['max_abs_error']:.1%}); "
-        f"wrote {stem}_*.csv"
+        f"wrote {out_dir / device_label}_*.csv"
     )
     return summary
 

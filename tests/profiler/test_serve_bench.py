@@ -212,6 +212,43 @@ def test_quick_bench_writes_the_issue_columns(pair, tmp_path):
     assert len(requests) == len(df) * settings.requests
     steps = pd.read_csv(tmp_path / "cpu_serving_steps.csv")
     assert steps["decoding"].max() <= settings.max_num_seqs
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "cpu_serving.csv",
+        "cpu_serving_requests.csv",
+        "cpu_serving_steps.csv",
+        "cpu_serving_summary.json",
+    ]
+
+
+def test_a_failure_after_the_measurement_leaves_the_committed_files_whole(
+    pair, tmp_path, monkeypatch
+):
+    """A run that fails once the serving is measured (here the simulation) keeps every
+    file of the previous run, and keeps the new measurement beside them."""
+    for name in ("cpu_serving.csv", "cpu_serving_requests.csv", "cpu_serving_summary.json"):
+        (tmp_path / name).write_text(f"previous {name}\n")
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("the simulation refused")
+
+    monkeypatch.setattr(sb, "simulate_runs", refuse)
+    settings = sb.BenchSettings.quick()
+    lines = []
+    with pytest.raises(RuntimeError, match="refused"):
+        sb.serve_bench(
+            settings,
+            tmp_path,
+            profile=VALIDATION_DIR / "cpu_profile.json",
+            prompts=[np.stack(_prompts(settings.requests, settings.prompt_len))],
+            log=lines.append,
+        )
+    for name in ("cpu_serving.csv", "cpu_serving_requests.csv", "cpu_serving_summary.json"):
+        assert (tmp_path / name).read_text() == f"previous {name}\n"
+    kept = tmp_path / ".cpu_serving_new" / "cpu_serving_requests.csv"
+    assert len(pd.read_csv(kept)) == len(settings.rates) * len(settings.temperatures) * 2 * (
+        settings.requests
+    )
+    assert "files are unchanged" in lines[-1] and str(kept.parent) in lines[-1]
 
 
 def test_committed_serving_comparison_has_the_columns_and_finite_values():

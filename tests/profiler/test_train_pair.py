@@ -166,6 +166,7 @@ def test_quick_validation_end_to_end(tmp_path):
     tau_table = tau_vs_iid(df)
     assert set(tau_table["k"]) == set(settings.ks)
     assert (tmp_path / "cpu_profile.json").is_file()
+    assert not (tmp_path / ".cpu_new").exists()  # the staged files all moved into place
 
 
 def test_committed_validation_is_what_the_simulator_predicts_from_the_committed_profile(
