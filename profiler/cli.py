@@ -130,20 +130,20 @@ def _whole(low: int, high: int, why: str = "") -> Callable[[str], int]:
 
 
 def parse_temperatures(text: str, flag: str = "--temperatures") -> tuple[float, ...]:
-    """'0,1' -> (0.0, 1.0): finite temperatures in 0..`MAX_TEMPERATURE`, 0 = greedy;
-    UsageError names the flag."""
+    """'0,1' -> (0.0, 1.0): finite temperatures from 0 (greedy) up to the simulator's limit
+    for its `temperature` column; UsageError names the flag."""
+    from simulator.scenarios import LIMITS
+
+    most, why = LIMITS["temperature"]
     try:
         temps = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise UsageError(f"{flag}: '{text}' is not numbers") from None
     if not temps:
-        raise UsageError(f"{flag}: give numbers from 0 (greedy) to {lim.MAX_TEMPERATURE:g}")
+        raise UsageError(f"{flag}: give numbers from 0 (greedy) to {most:g}")
     for t in temps:
-        if not 0 <= t <= lim.MAX_TEMPERATURE:
-            raise UsageError(
-                f"{flag}: {t:g} is outside 0..{lim.MAX_TEMPERATURE:g} (0 = greedy; sampling is "
-                "uniform long before the top)"
-            )
+        if not 0 <= t <= most:
+            raise UsageError(f"{flag}: {t:g} is outside 0..{most:g} (0 = greedy; {why})")
     return temps
 
 

@@ -75,9 +75,6 @@ every rate and arm again, default 3). Their defaults take about 25 and 6 minutes
 MAX_TRAIN_STEPS = 10_000
 """Optimiser steps per model of `train-pair`: 40 times the target's default of 240, which
 trained the committed pair."""
-MAX_TEMPERATURE = 100.0
-"""Sampling temperature: the simulator's limit for its `temperature` column (sampling is
-uniform long before this)."""
 
 
 def cpu_count() -> int:

@@ -92,6 +92,7 @@ from simulator.calibration import Calibration, match_gpu_id
 from simulator.defaults import DEFAULTS, ModelDefaults
 from simulator.errors import InputError
 from simulator.profile import load_profile
+from simulator.scenarios import LIMITS
 
 METRICS = (
     "tpot_p50_ms",
@@ -1201,7 +1202,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--k", type=int, help=f"draft tokens per round, 1..{K_MAX} (default {d.k})")
     parser.add_argument(
-        "--temperatures", help=f"0..{lim.MAX_TEMPERATURE:g}, 0 = greedy (default 0,1)"
+        "--temperatures", help=f"0..{LIMITS['temperature'][0]:g}, 0 = greedy (default 0,1)"
     )
     parser.add_argument(
         "--output",

@@ -79,6 +79,7 @@ from simulator.profile import (
     profile_to_csv,
     profile_to_json,
 )
+from simulator.scenarios import LIMITS
 
 VALIDATION_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
 WORKLOADS = ("code", "prose")
@@ -728,7 +729,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--k", help=f"speculative lengths, 1..{K_MAX}, e.g. 1-8")
     parser.add_argument(
-        "--temperatures", help=f"0..{lim.MAX_TEMPERATURE:g}, 0 = greedy (default 0,1)"
+        "--temperatures", help=f"0..{LIMITS['temperature'][0]:g}, 0 = greedy (default 0,1)"
     )
     parser.add_argument(
         "--rounds", type=int, help=f"timed rounds, 1..{lim.MAX_ROUNDS} (default {d.rounds})"
