@@ -85,6 +85,7 @@ from profiler.groundtruth.validate import (
     _mode,
     _shown,
     combine_profiles,
+    run_facts,
 )
 from profiler.model import KVCache
 from simulator import serving
@@ -1100,12 +1101,7 @@ def serve_bench(
             "profile": str(Path(profile).name),
             "profiler_command": "python -m profiler "
             + " ".join(profiler_argv(_shown(Path(f"{final_stem}_profile.json")), settings)),
-            "models_dir": str(_shown(models_dir)),
-            "device": f"{prof.device.name} ({prof.device.kind}, {settings.threads} thread(s))",
-            "torch": torch.__version__,
-            "total_seconds": round(time.perf_counter() - started, 1),
-            "load_average_start": [round(x, 2) for x in load_start],
-            "load_average_end": [round(x, 2) for x in load_end],
+            **run_facts(models_dir, prof, settings.threads, started, load_start, load_end),
             "quiet_gate": {
                 "waited_s": round(gate.waited_s, 1),
                 "other_cores_max_at_start_of_a_run": round(

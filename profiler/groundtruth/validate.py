@@ -685,12 +685,7 @@ def validate(
                 + " ".join(
                     profiler_argv(_shown(out_dir / f"{device_label}_profile.json"), settings)
                 ),
-                "models_dir": str(_shown(models_dir)),
-                "device": f"{prof.device.name} ({prof.device.kind}, {settings.threads} thread(s))",
-                "torch": torch.__version__,
-                "total_seconds": round(time.perf_counter() - started, 1),
-                "load_average_start": [round(x, 2) for x in load_start],
-                "load_average_end": [round(x, 2) for x in load_end],
+                **run_facts(models_dir, prof, settings.threads, started, load_start, load_end),
                 "tau_iid_max_abs_error": round(float(tau_table["tau_iid_error"].abs().max()), 4),
                 "quiet_gate": {
                     "waited_s": round(gate.waited_s, 1),
@@ -707,6 +702,19 @@ def validate(
         f"wrote {out_dir / device_label}_*.csv"
     )
     return summary
+
+
+def run_facts(models_dir, prof, threads: int, started: float, load_start, load_end) -> dict:
+    """What a summary records of the run itself: the pair's folder, the device and threads,
+    torch, the wall seconds since `started` (a perf_counter reading), the load averages."""
+    return {
+        "models_dir": str(_shown(models_dir)),
+        "device": f"{prof.device.name} ({prof.device.kind}, {threads} thread(s))",
+        "torch": torch.__version__,
+        "total_seconds": round(time.perf_counter() - started, 1),
+        "load_average_start": [round(x, 2) for x in load_start],
+        "load_average_end": [round(x, 2) for x in load_end],
+    }
 
 
 def _shown(path: Path) -> Path:
