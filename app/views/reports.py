@@ -23,6 +23,9 @@ from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
 
 ROWS_KEY = "report_rows"
 EDITOR_KEY = "report_editor"
+EDITED_KEY = "report_rows_edited"
+"""The table as last shown, edits applied. Streamlit forgets an editor's edits once its page
+is left, so a return to this page starts the editor from this table instead."""
 EDITOR_COLUMNS = (
     "target",
     "method",
@@ -127,10 +130,13 @@ def _best_saving(report: pd.DataFrame) -> str:
 
 
 def _reset() -> None:
-    st.session_state.pop(ROWS_KEY, None)
-    st.session_state.pop(EDITOR_KEY, None)
+    for key in (ROWS_KEY, EDITOR_KEY, EDITED_KEY):
+        st.session_state.pop(key, None)
 
 
+if EDITOR_KEY not in st.session_state and EDITED_KEY in st.session_state:
+    # Back from another page: the edits are gone from the editor, not from this table.
+    st.session_state[ROWS_KEY] = st.session_state.pop(EDITED_KEY)
 try:
     if ROWS_KEY not in st.session_state:
         st.session_state[ROWS_KEY] = _prefill()
@@ -175,6 +181,7 @@ edited = st.data_editor(
     column_config=config,
     hide_index=True,
 )
+st.session_state[EDITED_KEY] = edited
 
 scenarios = edited.dropna(how="all").reset_index(drop=True)
 if not len(scenarios):

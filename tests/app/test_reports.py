@@ -186,3 +186,36 @@ def test_a_scenario_where_no_k_runs_is_tabled_with_its_reason(app, query):
     status = _results(at)["status"].astype(str).tolist()
     assert status[1].startswith("cannot run")
     assert status[0] == ("ok" if query["target"] == "llama-3.1-8b" else status[1])
+
+
+def test_edits_survive_a_visit_to_another_page(app):
+    """Streamlit forgets an editor's edits once its page is left; the table the user
+    edited must still be there when they come back, and Reset must still reset it."""
+    at = app("reports")
+    added = {**at.data_editor[0].value.iloc[0].to_dict(), "batch_size": 5}
+    _edit(at, edited={1: {"batch_size": 7}}, added=[added])
+    assert _results(at)["batch"].tolist() == [16, 7, 5]
+    at.switch_page("views/roi.py")
+    at.run()
+    at.switch_page("views/reports.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = at.data_editor[0].value  # the editor's starting table (AppTest shows no edits)
+    assert table["batch_size"].tolist() == [16, 7, 5]
+    assert _results(at)["batch"].tolist() == [16, 7, 5]
+    # An edit on top of them applies once, and a second visit keeps it too.
+    _edit(at, edited={0: {"batch_size": 9}})
+    assert _results(at)["batch"].tolist() == [9, 7, 5]
+    at.switch_page("views/sizer.py")
+    at.run()
+    at.switch_page("views/reports.py")
+    at.run()
+    table = at.data_editor[0].value
+    assert table["batch_size"].tolist() == [9, 7, 5]
+    at.button(key="report_reset").click()
+    at.run()
+    # Prefilled again: the scenario's two rows (and the Sizer's operating point, visited).
+    table = at.data_editor[0].value
+    assert table["batch_size"].tolist()[:2] == [16, 16]
+    assert not {5, 7, 9} & set(table["batch_size"])
+    assert _results(at)["batch"].tolist() == table["batch_size"].tolist()
