@@ -113,6 +113,7 @@ left, right = st.columns([2, 1])
 text = left.text_area(
     "Scrape (Prometheus text format)",
     key="scrape_text",
+    persist_state="session",
     height=230,
     placeholder="# TYPE vllm:spec_decode_num_drafts_total counter\n"
     'vllm:spec_decode_num_drafts_total{engine="0"} 18452.0\n...',
@@ -129,6 +130,7 @@ k_given = right.number_input(
     16,
     0,
     key="scrape_k",
+    persist_state="session",
     help="Used only for vLLM V0 scrapes without per-position counters. V1 scrapes count "
     "drafts, so K follows from drafted / drafts (or from the per-position counters); a K "
     "typed here does not override it. Leave 0.",

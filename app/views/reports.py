@@ -225,6 +225,7 @@ which = c1.selectbox(
     list(range(1, len(report) + 1)),
     index=min(1, len(report) - 1),
     key="report_check_row",
+    persist_state="session",
 )
 widgets.checklist_panel(report.iloc[int(which) - 1].to_dict(), title=None, horizontal=True)
 

@@ -333,7 +333,14 @@ if size_on == SIZE_ON[1]:
     else:
         p_cols = st.columns(3)
         slo_ttft = float(
-            p_cols[0].number_input("TTFT SLO, P99 (ms)", 1.0, 600_000.0, 2000.0, key="size_ttft")
+            p_cols[0].number_input(
+                "TTFT SLO, P99 (ms)",
+                1.0,
+                600_000.0,
+                2000.0,
+                key="size_ttft",
+                persist_state="session",
+            )
         )
         k_p99 = int(choice["k"]) if choice and choice["k"] > 0 else FALLBACK_K
         demand_rps = scenario.requests_per_day / 86400.0

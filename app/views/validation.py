@@ -125,7 +125,9 @@ with machine_tab:
         except InputError as exc:
             widgets.show_error(exc, "Rejected")
     if df is None and bundled:
-        choice = st.selectbox("Bundled validation", list(bundled), key="validation_bundled")
+        choice = st.selectbox(
+            "Bundled validation", list(bundled), key="validation_bundled", persist_state="session"
+        )
         try:
             df = _parse(sim.file_bytes(bundled[choice]), f"data/validation/{choice}")
             source = f"bundled: data/validation/{choice}"
@@ -143,13 +145,25 @@ with machine_tab:
     c1, c2, c3 = st.columns(3)
     batches = sorted(int(b) for b in df["batch"].unique())
     pick_modes = c1.multiselect(
-        "Decoding", modes, default=modes, key=_filter_key("validation_modes", modes)
+        "Decoding",
+        modes,
+        default=modes,
+        key=_filter_key("validation_modes", modes),
+        persist_state="session",
     )
     pick_workloads = c2.multiselect(
-        "Workload", workloads, default=workloads, key=_filter_key("validation_workloads", workloads)
+        "Workload",
+        workloads,
+        default=workloads,
+        key=_filter_key("validation_workloads", workloads),
+        persist_state="session",
     )
     pick_batches = c3.multiselect(
-        "Batch", batches, default=batches, key=_filter_key("validation_batches", batches)
+        "Batch",
+        batches,
+        default=batches,
+        key=_filter_key("validation_batches", batches),
+        persist_state="session",
     )
     view = df[
         df["mode"].isin(pick_modes)

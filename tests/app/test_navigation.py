@@ -61,3 +61,59 @@ def test_every_page_takes_the_links_bundled_profile_and_keeps_it_in_the_link(app
     at = app(view, query={"profile": "cpu/tiny.json"})
     assert "**bundled: cpu/tiny.json** (device: cpu)" in _calibration_note(at)
     assert at.query_params["profile"] == "cpu/tiny.json"
+
+
+def _inputs(at) -> dict:
+    """Every keyed input of the page's main area (the sidebar's are bound to the link), by
+    key: its widget."""
+    found = {}
+    for kind in ("number_input", "text_area", "slider", "selectbox", "multiselect"):
+        for w in getattr(at.main, kind):
+            if w.key and not w.disabled:
+                found[w.key] = w
+    return found
+
+
+def _change(w) -> None:
+    """Set `w` to a valid value other than its own."""
+    kind = type(w).__name__
+    if kind == "NumberInput":
+        step = w.step or 1
+        w.set_value(w.value + step if w.max is None or w.value + step <= w.max else w.value - step)
+    elif kind == "TextArea":
+        w.set_value((w.value or "") + "x")
+    elif kind == "Slider":
+        lo, hi = w.min, w.max
+        w.set_value((lo, hi) if isinstance(w.value, tuple) else (hi if w.value != hi else lo))
+    elif kind == "Selectbox":
+        now = w.index
+        if len(w.options) > 1:
+            w.select_index(len(w.options) - 1 if now != len(w.options) - 1 else 0)
+    elif kind == "Multiselect":
+        w.set_value(w.options[:1] if list(w.value) != list(w.options[:1]) else w.options)
+
+
+def _values(at) -> dict:
+    return {key: w.value for key, w in _inputs(at).items()}
+
+
+@pytest.mark.parametrize("view", [v for v in VIEWS if v != "roi"])
+def test_inputs_survive_a_visit_to_another_page(app, view):
+    """Streamlit resets a widget whose page is left unless it persists its state: a typed
+    SLO, a pasted scrape or a chosen filter must be as the user left it on return."""
+    at = app(view, state={"load_points": 2, "load_requests": 100} if view == "load" else None)
+    before = _values(at)
+    for w in _inputs(at).values():
+        _change(w)
+    at.run()
+    left = _values(at)
+    changed = {key for key in left if key in before and left[key] != before[key]}
+    assert changed, f"{view}: no input changed"
+    at.switch_page("views/roi.py")
+    at.run()
+    at.switch_page(f"views/{view}.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    back = _values(at)
+    lost = {key: (left[key], back.get(key)) for key in changed if back.get(key) != left[key]}
+    assert not lost, f"{view}: inputs reset on return (left, found): {lost}"
