@@ -657,6 +657,40 @@ def checklist_panel(
         slot.caption(plain(item.why))
 
 
+def kept_upload(container, label: str, *, key: str, **kwargs) -> tuple[str, bytes] | None:
+    """A file uploader in `container` whose file outlives a visit to another page: (name,
+    bytes) of the file, or None.
+
+    Streamlit empties an uploader whose page is left. The uploader's on_change (the user
+    choosing or removing a file, never a page switch) keeps a copy of the file in the
+    session, so a return finds the same file, said in a caption with a button to forget it;
+    removing the file in the uploader forgets it too.
+    """
+    kept_key = f"{key}:kept"
+
+    def keep() -> None:
+        upload = st.session_state.get(key)
+        if upload is None:
+            st.session_state.pop(kept_key, None)
+        else:
+            st.session_state[kept_key] = (upload.name, upload.getvalue())
+
+    upload = container.file_uploader(label, key=key, on_change=keep, **kwargs)
+    if upload is not None:
+        return upload.name, upload.getvalue()
+    kept = st.session_state.get(kept_key)
+    if kept is not None:
+        container.caption(
+            f":material/attach_file: {plain(kept[0])}, uploaded earlier in this session."
+        )
+        container.button(
+            "Forget this file",
+            key=f"{key}:forget",
+            on_click=lambda: st.session_state.pop(kept_key, None),
+        )
+    return kept
+
+
 def show_error(exc: InputError, what: str = "Input") -> None:
     """An inline error that names the field; the rest of the page keeps working."""
     st.error(f"{what}: {plain(exc)}", icon=":material/error:")

@@ -118,7 +118,8 @@ text = left.text_area(
     placeholder="# TYPE vllm:spec_decode_num_drafts_total counter\n"
     'vllm:spec_decode_num_drafts_total{engine="0"} 18452.0\n...',
 )
-upload = right.file_uploader(
+upload = widgets.kept_upload(
+    right,
     "…or upload a scrape file",
     type=["txt", "prom", "metrics"],
     max_upload_size=MAX_UPLOAD_MB,
@@ -139,7 +140,7 @@ right.button("Load an example scrape", on_click=_load_example, key="load_example
 
 source, payload = None, None
 if upload is not None:
-    source, payload = upload.name, upload.getvalue()
+    source, payload = upload
 elif text and text.strip():
     source, payload = "pasted scrape", text
 

@@ -109,7 +109,8 @@ with machine_tab:
     )
 
     bundled = _bundled()
-    upload = st.file_uploader(
+    upload = widgets.kept_upload(
+        st,
         "Upload a validation CSV (`<device>_validation.csv`)",
         type=["csv"],
         max_upload_size=MAX_UPLOAD_MB,
@@ -119,9 +120,10 @@ with machine_tab:
     df = None
     source = ""
     if upload is not None:
+        name, data = upload
         try:
-            df = _parse(upload.getvalue(), upload.name)
-            source = f"uploaded: {upload.name}"
+            df = _parse(data, name)
+            source = f"uploaded: {name}"
         except InputError as exc:
             widgets.show_error(exc, "Rejected")
     if df is None and bundled:

@@ -57,3 +57,66 @@ def test_an_oversized_validation_csv_is_refused_naming_the_file(app):
     at.file_uploader(key="validation_upload").set_value(("big.csv", big, "text/csv")).run()
     assert not at.exception
     assert any("big.csv" in e.value and "limit" in e.value for e in at.error)
+
+
+SCRAPE = (
+    'vllm:spec_decode_num_drafts_total{engine="0"} 1000.0\n'
+    'vllm:spec_decode_num_draft_tokens_total{engine="0"} 3000.0\n'
+    'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 1900.0\n'
+).encode()
+
+
+def _validation_csv() -> bytes:
+    lines = (ROOT / "data" / "validation" / "cpu_validation.csv").read_bytes().splitlines()
+    return b"\n".join(lines[:6]) + b"\n"  # five points, against the bundled file's 160
+
+
+KEPT = {
+    # page: (uploader key, file name, bytes, what the page shows of that file)
+    "acceptance": ("scrape_upload", "prod.prom", SCRAPE, lambda at: [m.value for m in at.metric]),
+    "validation": (
+        "validation_upload",
+        "mine.csv",
+        _validation_csv(),
+        lambda at: [m.value for m in at.metric][4],  # the machine tab's point count
+    ),
+}
+
+
+def _leave_and_return(at, page):
+    at.switch_page("views/roi.py")
+    at.run()
+    at.switch_page(f"views/{page}.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.mark.parametrize("page", list(KEPT))
+def test_an_uploaded_file_outlives_a_visit_to_another_page(app, page):
+    """Streamlit empties an uploader whose page is left: the page must still show the
+    uploaded file on return, say so, and forget it only when asked."""
+    key, name, data, shown = KEPT[page]
+    at = app(page)
+    default = shown(at)
+    at.file_uploader(key=key).set_value((name, data, "text/plain")).run()
+    uploaded = shown(at)
+    assert uploaded != default
+    _leave_and_return(at, page)
+    assert shown(at) == uploaded
+    assert any(name in c.value and "earlier in this session" in c.value for c in at.caption)
+    at.button(key=f"{key}:forget").click().run()
+    assert shown(at) == default
+    _leave_and_return(at, page)
+    assert shown(at) == default
+
+
+@pytest.mark.parametrize("page", list(KEPT))
+def test_removing_the_file_in_the_uploader_forgets_it(app, page):
+    key, name, data, shown = KEPT[page]
+    at = app(page)
+    default = shown(at)
+    at.file_uploader(key=key).set_value((name, data, "text/plain")).run()
+    at.file_uploader(key=key).set_value(None).run()
+    assert shown(at) == default
+    _leave_and_return(at, page)
+    assert shown(at) == default
