@@ -60,10 +60,10 @@ def test_an_oversized_validation_csv_is_refused_naming_the_file(app):
 
 
 SCRAPE = (
-    'vllm:spec_decode_num_drafts_total{engine="0"} 1000.0\n'
-    'vllm:spec_decode_num_draft_tokens_total{engine="0"} 3000.0\n'
-    'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 1900.0\n'
-).encode()
+    b'vllm:spec_decode_num_drafts_total{engine="0"} 1000.0\n'
+    b'vllm:spec_decode_num_draft_tokens_total{engine="0"} 3000.0\n'
+    b'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 1900.0\n'
+)
 
 
 def _validation_csv() -> bytes:
