@@ -344,20 +344,28 @@ if size_on == SIZE_ON[1]:
         )
         k_p99 = int(choice["k"]) if choice and choice["k"] > 0 else FALLBACK_K
         demand_rps = scenario.requests_per_day / 86400.0
+        arms = (False, True) if scenario.speculative else (False,)
+        rates, refused = {}, {}
         with st.spinner("Simulating requests at the SLO..."):
-            rates = {
-                spec: _p99_rate(
-                    tuple(sorted((c, str(v)) for c, v in scenario.row(k_p99, 1).items())),
-                    spec,
-                    (scenario.prompt_len, scenario.output_len),
-                    slo_ttft,
-                    float(slo["slo_tpot_ms"]),
-                    sim.current_calibration().key,
-                )
-                for spec in ((False, True) if scenario.speculative else (False,))
-            }
-        for i, (spec, rate) in enumerate(rates.items()):
+            for spec in arms:
+                try:
+                    rates[spec] = _p99_rate(
+                        tuple(sorted((c, str(v)) for c, v in scenario.row(k_p99, 1).items())),
+                        spec,
+                        (scenario.prompt_len, scenario.output_len),
+                        slo_ttft,
+                        float(slo["slo_tpot_ms"]),
+                        sim.current_calibration().key,
+                    )
+                except InputError as exc:  # this arm cannot run: say why in its place
+                    refused[spec] = exc.bare_message
+        for i, spec in enumerate(arms):
             label = f"with speculation (K={k_p99})" if spec else "without speculation"
+            if spec in refused:
+                p_cols[1 + i].metric(f"Replicas {label}", "cannot run")
+                p_cols[1 + i].caption(widgets.plain(refused[spec]))
+                continue
+            rate = rates[spec]
             replicas = int(np.ceil(demand_rps / rate)) if rate > 0 else None
             p_cols[1 + i].metric(
                 f"Replicas {label}",

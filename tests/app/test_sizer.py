@@ -170,6 +170,35 @@ def test_p99_sizing_counts_replicas_from_the_simulated_rate(app):
     assert shown[f"Replicas with speculation (K={k})"] == str(int(np.ceil(demand / rates[True])))
 
 
+@pytest.mark.parametrize(
+    ("query", "shown"),
+    [
+        # Tokenizers differ: the baseline sizes, the speculative arm cannot run.
+        (
+            {"target": "qwen2.5-1.5b", "method": "draft_model", "draft": "qwen3-8b"},
+            {"without speculation": None, "with speculation (K=3)": "tokenizers differ"},
+        ),
+        # The target alone does not fit: neither arm runs.
+        (
+            {"target": "deepseek-v3", "method": "none", "gpu": "a100-40gb", "num_gpus": "1"},
+            {"without speculation": "weights and reserves exceed"},
+        ),
+    ],
+)
+def test_p99_sizing_says_which_arm_cannot_run(app, query, shown):
+    """P99 sizing simulated each arm unguarded: a scenario that cannot run crashed the page
+    (6 of 25 random catalog links in a walk)."""
+    at = app("sizer", query={**query, "size_on": "P99 at the SLO (request-level simulation)"})
+    assert not at.exception, [e.value for e in at.exception]
+    metrics = {m.label.removeprefix("Replicas "): m.value for m in at.metric}
+    captions = " ".join(c.value for c in at.main.caption).replace("\\", "")
+    for arm, why in shown.items():
+        if why is None:
+            assert metrics[arm].isdigit(), metrics
+        else:
+            assert metrics[arm] == "cannot run" and why in captions, (metrics, captions)
+
+
 def test_a_draft_that_does_not_fit_is_not_sold_as_paying(app, charts):
     """An 8B target on an L4 with a 3B draft beside it: no K > 0 can run. The page said
     "Speculation pays at every batch" and put K = 0 bars under a caption that praised it."""

@@ -53,6 +53,8 @@ def links(draw) -> dict[str, str]:
         "batch_size": st.sampled_from(["1", "16", "256", "4096"]),
         "prompt_len": st.sampled_from(["1", "100000", "1000000"]),
         "k": st.sampled_from(["best", "1", "8", "16"]),
+        # The Sizer's P99 sizing simulates each arm; the other pages ignore it.
+        "size_on": st.just("P99 at the SLO (request-level simulation)"),
     }
     for key, values in extras.items():
         if draw(st.booleans()):
