@@ -887,6 +887,9 @@ def _labels(messages, none: str = "") -> list[str]:
 
 
 _STATUS_LABELS = _labels((*_BASE_REASONS, *_SPEC_REASONS), none="ok")
+WINDOW_REASONS = (_BASE_REASONS[1], _SPEC_REASONS[2])
+"""The statuses of a request longer than the target's or the draft's context window: a
+`steady` or `open_loop` row reports them; a `decode_only` row prices one step and does not."""
 _WARNING_LABELS = _labels((*_WARNING_MESSAGES, *IGNORED_MESSAGES))
 
 

@@ -46,7 +46,7 @@ from simulator import acceptance
 from simulator.catalog import method_decay
 from simulator.defaults import DEFAULTS, ModelDefaults
 from simulator.errors import InputError
-from simulator.predict import predict
+from simulator.predict import WINDOW_REASONS, predict
 from simulator.scenarios import ACCEPTANCE_COLUMNS
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
@@ -222,6 +222,12 @@ def step_model(
     status = pred["status"].iloc[0]
     if status != "ok":
         raise InputError(status, field="scenario")
+    steady = priced.iloc[seqs]
+    # The decode rows price steps, not requests: the steady row says whether a request of
+    # the scenario's mean lengths fits the models' context windows.
+    too_long = [r for r in str(steady["status"]).split("; ") if r in WINDOW_REASONS]
+    if too_long:
+        raise InputError("; ".join(too_long), field="scenario")
     ran = pred["effective_batch_spec"].to_numpy()
     step = pred["spec_step_ms"].to_numpy()
     # Past what the KV cache sustains the table is flat in predict; extend it linearly.
@@ -231,7 +237,6 @@ def step_model(
     if sustained < seqs and sustained >= 2:
         slope = step[sustained - 1] - step[sustained - 2]
         decode[sustained + 1 :] = step[sustained - 1] + slope * np.arange(1, seqs - sustained + 1)
-    steady = priced.iloc[seqs]
     tokens = steady["prefill_tokens_per_step_spec"]
     per_token = steady["prefill_ms_spec"] / tokens if tokens > 0 else 0.0
     base_first = priced.iloc[seqs + 1]

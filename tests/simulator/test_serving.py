@@ -627,3 +627,26 @@ def test_a_prompt_chunked_over_many_steps_is_priced_step_by_step_in_few_visits(m
     assert result.steps == 6 * steps
     # The queue is logged once a visit: a step at a time, budget 16 made 3,378 of them.
     assert len(result.queue) <= 6 * 3
+
+
+@pytest.mark.parametrize(
+    ("scenario", "speculative", "words"),
+    [
+        # The byte-level pair holds 512 tokens; 1,000 are past both windows.
+        ({"target": "specplan-byte-target"}, False, "target's context window"),
+        (
+            # `tiny` (byte tokenizer) has no window in the catalog; its draft has 512.
+            {"target": "tiny", "method": "draft_model", "draft": "specplan-byte-draft"},
+            True,
+            "draft's context window",
+        ),
+    ],
+)
+def test_a_request_longer_than_the_context_window_is_refused(scenario, speculative, words):
+    """The step model prices steps on decode rows, which carry no request length, so a
+    prompt past the model's window was simulated (the Sizer's P99 sizing spent seconds on
+    100,000-token prompts for a 512-token model) where `predict` refuses the same row."""
+    row = {"method": "eagle", "gpu": "l4", "k": 3, "acceptance_rate": 0.7, **scenario}
+    with pytest.raises(InputError, match=words):
+        step_model({**row, "prompt_len": 900, "output_len": 100}, speculative=speculative)
+    step_model({**row, "prompt_len": 300, "output_len": 100}, speculative=speculative)
