@@ -1,7 +1,9 @@
 """Fuzz the dashboard's pages over the catalogs: a link that picks any target, method,
-draft, GPU and GPU count (and at times a batch, a prompt length or a K) opens the ROI
-calculator, the Sizer, the Reports page and the Load & SLO page (two load points of 100
-requests) without an exception, and no figure a page shows as a metric reads 'nan' or
+draft, GPU and GPU count (and at times a batch, a prompt length, a K, a workload, the
+weights' and the KV cache's dtypes, or a page's other mode: the Sizer's P99 sizing and
+tokens/s SLO, the Load page's closed loop) opens the ROI calculator, the Sizer, the
+Reports page and the Load & SLO page (two load points of 100 requests) without an
+exception, and no figure a page shows as a metric reads 'nan' or
 'inf'. A scenario that cannot run is a fine answer (the
 page says why); a traceback is not.
 
@@ -20,8 +22,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
+from app.presets import MEASURED, WORKLOADS
 from simulator.catalog import default_gpus, default_models
-from simulator.specs import METHODS
+from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
 from tests.fuzz.harness import EXPLORE, FUZZ, LONG, run_case, warm
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
@@ -53,8 +56,14 @@ def links(draw) -> dict[str, str]:
         "batch_size": st.sampled_from(["1", "16", "256", "4096"]),
         "prompt_len": st.sampled_from(["1", "100000", "1000000"]),
         "k": st.sampled_from(["best", "1", "8", "16"]),
-        # The Sizer's P99 sizing simulates each arm; the other pages ignore it.
+        "workload": st.sampled_from([*WORKLOADS, MEASURED]),
+        "weight_dtype": st.sampled_from(WEIGHT_DTYPES),
+        "kv_dtype": st.sampled_from(KV_DTYPES),
+        # Modes of one page each; the other pages ignore them. The Sizer's P99 sizing
+        # simulates each arm.
         "size_on": st.just("P99 at the SLO (request-level simulation)"),
+        "slo_kind": st.just("tokens/s per user"),
+        "load_kind": st.just("concurrency (closed loop)"),
     }
     for key, values in extras.items():
         if draw(st.booleans()):
