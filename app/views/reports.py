@@ -23,9 +23,9 @@ from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
 
 ROWS_KEY = "report_rows"
 EDITOR_KEY = "report_editor"
+# The table as last shown, edits applied. Streamlit forgets an editor's edits once its page
+# is left, so a return to this page starts the editor from this table instead.
 EDITED_KEY = "report_rows_edited"
-"""The table as last shown, edits applied. Streamlit forgets an editor's edits once its page
-is left, so a return to this page starts the editor from this table instead."""
 EDITOR_COLUMNS = (
     "target",
     "method",

@@ -9,13 +9,29 @@ import pytest
 
 from tests.app.conftest import shown
 
-VIEWS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "app" / "views").glob("*.py"))
+ROOT = Path(__file__).resolve().parents[2]
+VIEWS = sorted(p.stem for p in (ROOT / "app" / "views").glob("*.py"))
 
 
 def test_every_view_is_in_the_navigation():
-    entry = (Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py").read_text()
+    entry = (ROOT / "app" / "streamlit_app.py").read_text()
     for view in VIEWS:
         assert f'"{view}.py"' in entry, view
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_no_page_prints_a_stray_string(view):
+    """Streamlit's magic writes any bare expression of a page script onto the page: a
+    docstring under a constant there showed as text above the Reports title."""
+    import ast
+
+    tree = ast.parse((ROOT / "app" / "views" / f"{view}.py").read_text())
+    stray = [
+        node.lineno
+        for node in tree.body[1:]
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    ]
+    assert not stray, f"{view}.py: bare strings at lines {stray}"
 
 
 @pytest.mark.parametrize("view", VIEWS)
