@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from app import figures, sim, widgets
-from app.formatting import money, signed_money
+from app.formatting import delta, money, signed_money
 from simulator import launch
 from simulator.economics import get_demand_tok_s
 from simulator.errors import InputError
@@ -291,7 +291,7 @@ else:
     m[2].metric(
         "Replicas (GPUs)",
         f"{choice['replicas']} ({choice['gpus']})",
-        f"{choice['replicas'] - base_choice['replicas']:+d}" if base_choice else None,
+        delta(choice["replicas"] - base_choice["replicas"], "+d") if base_choice else None,
         delta_color="inverse",
     )
     m[3].metric(

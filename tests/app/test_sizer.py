@@ -232,3 +232,14 @@ def test_nothing_running_draws_no_best_k_bars(app, charts):
     assert best_k["layout"]["annotations"][0]["text"] == "nothing runs at any batch"
     text = " ".join(c.value for c in at.main.caption)
     assert "pays" not in text and "paying" not in text
+
+
+def test_an_unchanged_replica_count_shows_no_arrow(app):
+    """Speculation off (the draft cannot run): the replicas equal the baseline's, and the
+    metric showed a red up arrow with '+0'."""
+    at = app(
+        "sizer",
+        query={"target": "qwen2.5-1.5b", "method": "draft_model", "draft": "qwen3-8b"},
+    )
+    (replicas,) = [m for m in at.metric if m.label == "Replicas (GPUs)"]
+    assert not replicas.delta, replicas.delta
