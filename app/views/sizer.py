@@ -75,6 +75,14 @@ max_model_len = int(
         **widgets.BIND,
     )
 )
+window = models[scenario.target].max_position_embeddings
+if window and max_model_len > window:
+    st.warning(
+        f"Max model length {max_model_len:,} is above {widgets.plain(scenario.target)}'s "
+        f"{window:,}-token context window: the sizing and the launch commands use {window:,} "
+        "(vLLM refuses a longer --max-model-len)."
+    )
+    max_model_len = window
 slo_kind = c[2].radio("Latency SLO", SLO_KINDS, key="slo_kind", horizontal=True, **widgets.BIND)
 if slo_kind == SLO_KINDS[0]:
     slo_value = c[3].number_input(
@@ -207,7 +215,7 @@ with right:
     r[1].metric(
         f"Max sequences, {spec_label}",
         f"{mem['max_concurrency_spec']:,.0f}",
-        f"{mem['max_concurrency_spec'] - mem['max_concurrency_baseline']:+,.0f}",
+        delta(mem["max_concurrency_spec"] - mem["max_concurrency_baseline"], "+,.0f"),
         help=f"With K={k_lookahead} lookahead slots per request.",
     )
     st.caption(
@@ -216,9 +224,6 @@ with right:
         "first as 'Maximum concurrency for N tokens per request' at start-up). Memory "
         f"shown for K={k_lookahead}, {scenario.num_gpus} x {widgets.plain(gpus[scenario.gpu].name)}."
     )
-    limit = models[scenario.target].max_position_embeddings
-    if limit and max_model_len > limit:
-        st.warning(f"{max_model_len:,} tokens exceeds the model's {limit:,}-token context.")
     if mem["kv_cache_gb_spec"] <= 0:
         mem_row = scenario.row(k_mem, 1, gpu_memory_utilization=util)
         fix = sim.memory_fix(mem_row, widgets.GPU_COUNTS)

@@ -243,3 +243,16 @@ def test_an_unchanged_replica_count_shows_no_arrow(app):
     )
     (replicas,) = [m for m in at.metric if m.label == "Replicas (GPUs)"]
     assert not replicas.delta, replicas.delta
+
+
+def test_max_model_len_above_the_context_window_is_capped_in_the_launch_command(app):
+    """Llama 2 holds 4,096 tokens; the default max model length is 8,192. The launch
+    command said --max-model-len 8192, which vLLM refuses at start-up."""
+    at = app("sizer", query={"target": "llama-2-7b", "method": "ngram", "num_gpus": "1"})
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("4,096-token context window" in w.value for w in at.warning)
+    commands = " ".join(c.value for c in at.code)
+    assert "--max-model-len 4096" in commands and "8192" not in commands
+    assert "--context-length 4096" in commands
+    text = " ".join(c.value for c in at.main.caption)
+    assert "At the full 4,096 tokens per request" in text
