@@ -297,10 +297,6 @@ def best_k(scenario_base: dict, batch: int, k_values) -> int:
     return int(rows["k"][speedup.idxmax()]) if speedup.notna().any() else int(rows["k"][0])
 
 
-MEMORY_REASONS = ("weights", "KV cache")
-"""Words of a `status` that says the setup does not fit in memory."""
-
-
 def memory_fix(row: dict, gpu_counts) -> str:
     """For a scenario row whose setup does not fit in memory, the sentence naming the
     changes to it that make it run ('It runs with fp8 weights or with 16 GPUs per

@@ -890,6 +890,16 @@ _STATUS_LABELS = _labels((*_BASE_REASONS, *_SPEC_REASONS), none="ok")
 WINDOW_REASONS = (_BASE_REASONS[1], _SPEC_REASONS[2])
 """The statuses of a request longer than the target's or the draft's context window: a
 `steady` or `open_loop` row reports them; a `decode_only` row prices one step and does not."""
+MEMORY_REASONS = (_BASE_REASONS[0], _BASE_REASONS[2], _SPEC_REASONS[1], _SPEC_REASONS[3])
+"""The statuses of a setup that does not fit in memory: weights, or a KV cache too small for
+one request, with or without the draft."""
+
+
+def status_reasons(status: str) -> list[str]:
+    """The reasons a `status` value joins ('ok' has none)."""
+    return [] if status == "ok" else str(status).split("; ")
+
+
 _WARNING_LABELS = _labels((*_WARNING_MESSAGES, *IGNORED_MESSAGES))
 
 

@@ -46,7 +46,7 @@ from simulator import acceptance
 from simulator.catalog import method_decay
 from simulator.defaults import DEFAULTS, ModelDefaults
 from simulator.errors import InputError
-from simulator.predict import WINDOW_REASONS, predict
+from simulator.predict import WINDOW_REASONS, predict, status_reasons
 from simulator.scenarios import ACCEPTANCE_COLUMNS
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
@@ -225,7 +225,7 @@ def step_model(
     steady = priced.iloc[seqs]
     # The decode rows price steps, not requests: the steady row says whether a request of
     # the scenario's mean lengths fits the models' context windows.
-    too_long = [r for r in str(steady["status"]).split("; ") if r in WINDOW_REASONS]
+    too_long = [r for r in status_reasons(steady["status"]) if r in WINDOW_REASONS]
     if too_long:
         raise InputError("; ".join(too_long), field="scenario")
     ran = pred["effective_batch_spec"].to_numpy()

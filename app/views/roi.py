@@ -13,6 +13,7 @@ from app.formatting import delta, money, signed_money
 from app.presets import MEASURED
 from simulator.economics import get_payback_months
 from simulator.errors import InputError
+from simulator.predict import MEMORY_REASONS, status_reasons
 from simulator.preflight import K_MAX_SENSIBLE
 from simulator.reports import add_economics
 from simulator.sizer import DEFAULT_BATCHES
@@ -145,7 +146,7 @@ if row["status"] != "ok":
     # A setup that cannot run gets no numbers: the reason in place of the metrics, and
     # what would make it fit where memory is the reason.
     why = str(row["status"])
-    if any(word in why for word in sim.MEMORY_REASONS):
+    if any(r in MEMORY_REASONS for r in status_reasons(why)):
         fix = sim.memory_fix(scenario.row(k, batch), widgets.GPU_COUNTS)
         why = f"{why}. {fix}" if fix else why
     st.error(widgets.plain(why), icon=":material/block:")
