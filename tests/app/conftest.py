@@ -40,6 +40,15 @@ def app():
     return make
 
 
+def visit_and_return(at, page: str, via: str = "roi") -> None:
+    """Open `via`, then `page` again, as a user moving between pages; the return must run
+    cleanly."""
+    for view in (via, page):
+        at.switch_page(f"views/{view}.py")
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+
+
 def _decode(value):
     """Plotly >= 6 packs numeric arrays as {'dtype', 'bdata'(, 'shape')}; lists pass."""
     if isinstance(value, dict) and "bdata" in value:

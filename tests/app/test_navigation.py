@@ -3,13 +3,10 @@ profile calibrates the latency model."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.app.conftest import shown
+from tests.app.conftest import ROOT, shown, visit_and_return
 
-ROOT = Path(__file__).resolve().parents[2]
 VIEWS = sorted(p.stem for p in (ROOT / "app" / "views").glob("*.py"))
 
 
@@ -125,11 +122,7 @@ def test_inputs_survive_a_visit_to_another_page(app, view):
     left = _values(at)
     changed = {key for key in left if key in before and left[key] != before[key]}
     assert changed, f"{view}: no input changed"
-    at.switch_page("views/roi.py")
-    at.run()
-    at.switch_page(f"views/{view}.py")
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    visit_and_return(at, view)
     back = _values(at)
     lost = {key: (left[key], back.get(key)) for key in changed if back.get(key) != left[key]}
     assert not lost, f"{view}: inputs reset on return (left, found): {lost}"

@@ -10,7 +10,7 @@ import pytest
 from simulator import OUTPUT_COLUMNS, predict
 from simulator.reports import read_report_csv
 from simulator.scenarios import INPUT_COLUMNS
-from tests.app.conftest import default_positions, shown
+from tests.app.conftest import default_positions, shown, visit_and_return
 
 SHOWN_TO_COLUMN = {
     "speedup [x]": "speedup",
@@ -195,21 +195,14 @@ def test_edits_survive_a_visit_to_another_page(app):
     added = {**at.data_editor[0].value.iloc[0].to_dict(), "batch_size": 5}
     _edit(at, edited={1: {"batch_size": 7}}, added=[added])
     assert _results(at)["batch"].tolist() == [16, 7, 5]
-    at.switch_page("views/roi.py")
-    at.run()
-    at.switch_page("views/reports.py")
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    visit_and_return(at, "reports")
     table = at.data_editor[0].value  # the editor's starting table (AppTest shows no edits)
     assert table["batch_size"].tolist() == [16, 7, 5]
     assert _results(at)["batch"].tolist() == [16, 7, 5]
     # An edit on top of them applies once, and a second visit keeps it too.
     _edit(at, edited={0: {"batch_size": 9}})
     assert _results(at)["batch"].tolist() == [9, 7, 5]
-    at.switch_page("views/sizer.py")
-    at.run()
-    at.switch_page("views/reports.py")
-    at.run()
+    visit_and_return(at, "reports", via="sizer")
     table = at.data_editor[0].value
     assert table["batch_size"].tolist() == [9, 7, 5]
     at.button(key="report_reset").click()

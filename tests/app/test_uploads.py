@@ -11,7 +11,7 @@ import pytest
 from app.figures_validation import MAX_CSV_BYTES
 from simulator.metrics import MAX_SCRAPE_BYTES
 from simulator.profile import MAX_PROFILE_BYTES
-from tests.app.conftest import ROOT
+from tests.app.conftest import ROOT, visit_and_return
 
 MIB = 1024 * 1024
 UPLOADERS = {
@@ -83,14 +83,6 @@ KEPT = {
 }
 
 
-def _leave_and_return(at, page):
-    at.switch_page("views/roi.py")
-    at.run()
-    at.switch_page(f"views/{page}.py")
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-
-
 @pytest.mark.parametrize("page", list(KEPT))
 def test_an_uploaded_file_outlives_a_visit_to_another_page(app, page):
     """Streamlit empties an uploader whose page is left: the page must still show the
@@ -101,12 +93,12 @@ def test_an_uploaded_file_outlives_a_visit_to_another_page(app, page):
     at.file_uploader(key=key).set_value((name, data, "text/plain")).run()
     uploaded = shown(at)
     assert uploaded != default
-    _leave_and_return(at, page)
+    visit_and_return(at, page)
     assert shown(at) == uploaded
     assert any(name in c.value and "earlier in this session" in c.value for c in at.caption)
     at.button(key=f"{key}:forget").click().run()
     assert shown(at) == default
-    _leave_and_return(at, page)
+    visit_and_return(at, page)
     assert shown(at) == default
 
 
@@ -118,5 +110,5 @@ def test_removing_the_file_in_the_uploader_forgets_it(app, page):
     at.file_uploader(key=key).set_value((name, data, "text/plain")).run()
     at.file_uploader(key=key).set_value(None).run()
     assert shown(at) == default
-    _leave_and_return(at, page)
+    visit_and_return(at, page)
     assert shown(at) == default
