@@ -263,7 +263,7 @@ def _csv_blocks(path, raw, names, rows, *, typed: bool, skip: int = 0):
         if typed:
             raise
         raise InputError(f"not a readable CSV file ({exc})", file=path) from None
-    pending, count = [], 0
+    pending, count, yielded = [], 0, False
 
     def batches():
         try:
@@ -284,9 +284,12 @@ def _csv_blocks(path, raw, names, rows, *, typed: bool, skip: int = 0):
         while count >= rows:
             table = pa.Table.from_batches(pending).rename_columns(names)
             yield _frame(table.slice(0, rows), path)
+            yielded = True
             rest = table.slice(rows)
             pending, count = rest.to_batches(), rest.num_rows
-    if count or not pending:
+    # A header and no rows is one empty table; rows that filled the last block exactly
+    # leave nothing to add.
+    if count or not yielded:
         table = pa.Table.from_batches(pending, schema=reader.schema).rename_columns(names)
         if table.num_rows or not skip:
             yield _frame(table, path)

@@ -628,3 +628,16 @@ def test_a_table_saved_with_semicolons_and_decimal_commas_says_how_to_fix_it(tmp
         in err
     )
     assert not (tmp_path / "p.csv").exists()
+
+
+def test_a_table_that_fills_its_last_block_exactly_is_read_whole(tmp_path, monkeypatch):
+    """65,536 rows (a multiple of the block) were refused as 'holds no scenario rows': an
+    empty block was read after the last full one."""
+    monkeypatch.setattr(cli, "WRITE_BLOCK_ROWS", 3)
+    src = tmp_path / "s.csv"
+    src.write_text(GOOD + GOOD.split("\n", 1)[1])
+    for suffix in ("csv", "parquet"):
+        out = tmp_path / f"p.{suffix}"
+        assert main(["predict", "--in", str(src), "--out", str(out)]) == 0
+        got = pd.read_csv(out) if suffix == "csv" else pd.read_parquet(out)
+        assert len(got) == 6
