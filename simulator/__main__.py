@@ -77,32 +77,22 @@ def _write_table(df, out: str) -> None:
 
 
 def _write_blocks(blocks: Iterator, out: str, total: int | None = None) -> int:
-    """Write DataFrames to `out` as they come, reporting each block of a large table. A
-    block is written on a second thread while the next one is predicted."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """Write DataFrames to `out` as they come, reporting each block of a large table. The
+    writer formats and writes on threads of its own while the next block is predicted."""
     fmt = table_format(out, "--out")
-    with atomic_path(out) as tmp, ThreadPoolExecutor(max_workers=1) as pool:
-        writer = TableWriter(tmp, fmt)
-        pending = None
 
-        def write(part) -> None:
-            writer.write(part)
-            if (total or writer.rows) > PROGRESS_ROWS:
-                of = f" of {total}" if total is not None else ""
-                _log(f"writing {out}: {writer.rows}{of} rows")
+    def written(rows: int) -> None:
+        if (total or rows) > PROGRESS_ROWS:
+            of = f" of {total}" if total is not None else ""
+            _log(f"writing {out}: {rows}{of} rows")
 
+    with atomic_path(out) as tmp:
+        writer = TableWriter(tmp, fmt, on_written=written)
         try:
             for df in blocks:
                 for start in range(0, max(len(df), 1), WRITE_BLOCK_ROWS):
-                    if pending is not None:
-                        pending.result()
-                    pending = pool.submit(write, df.iloc[start : start + WRITE_BLOCK_ROWS])
-            if pending is not None:
-                pending.result()
+                    writer.write(df.iloc[start : start + WRITE_BLOCK_ROWS])
         finally:
-            if pending is not None:
-                pending.exception()  # wait for the write in flight before closing
             writer.close()
     return writer.rows
 

@@ -327,7 +327,8 @@ def atomic_path(out: str) -> Iterator[str]:
 
 def _cheap_to_format(table):
     """Float columns of whole numbers as integers: pyarrow writes the same text, and a
-    float's shortest text costs about four times an integer's to write."""
+    float's shortest text costs about four times an integer's to write. A column whose
+    first values are not whole is left as it is without reading the rest."""
     import numpy as np
     import pyarrow as pa
 
@@ -335,30 +336,81 @@ def _cheap_to_format(table):
     for field, col in zip(table.schema, table.columns, strict=True):
         if pa.types.is_float64(field.type) and len(col):
             values = col.to_numpy()
-            missing = np.isnan(values)
-            if col.null_count != missing.sum():
-                pass  # a NaN that is not null (pyarrow writes 'nan'): left as it is
-            else:
-                finite = values[~missing]
-                if (
-                    np.all(np.abs(finite) < 2.0**53)
-                    and np.all(finite == np.floor(finite))
-                    and not np.any(np.signbit(finite) & (finite == 0))
-                ):
-                    col = pa.array(np.where(missing, 0, values).astype(np.int64), mask=missing)
+            head = values[:_HEAD]
+            if np.all(np.isnan(head) | (head == np.floor(head))):
+                col = _as_integers(col, values)
         columns.append(col)
     return pa.table(columns, names=table.column_names)
 
 
-class TableWriter:
-    """Writes DataFrames block by block to an open temporary path as CSV or Parquet; the
-    first block's columns and types are the file's."""
+_HEAD = 64
+"""Values `_cheap_to_format` looks at before it reads a whole column."""
 
-    def __init__(self, path: str, fmt: str):
+
+def _as_integers(col, values):
+    """`col` as int64 when every value is a whole number below 2^53 (nulls kept), else
+    as it is. A NaN that is not null (pyarrow writes 'nan') or a negative zero keeps it
+    a float."""
+    import numpy as np
+    import pyarrow as pa
+
+    missing = np.isnan(values)
+    if col.null_count != missing.sum():
+        return col
+    finite = values[~missing]
+    if (
+        np.all(np.abs(finite) < 2.0**53)
+        and np.all(finite == np.floor(finite))
+        and not np.any(np.signbit(finite) & (finite == 0))
+    ):
+        return pa.array(np.where(missing, 0, values).astype(np.int64), mask=missing)
+    return col
+
+
+CSV_ROWS = 16_384
+"""Rows turned into CSV text at a time: a block of text is about 1 KB a row."""
+
+
+def writer_threads() -> int:
+    """Threads that format CSV text: the CPUs this process may use, at most 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 4))
+
+
+class TableWriter:
+    """Writes DataFrames block by block to an open temporary path as CSV or Parquet, in
+    the order given, on threads of its own: `write` returns once the block is queued.
+
+    CSV: each block is turned into text on one of `threads` threads (pyarrow formats
+    without holding the GIL, and a float's shortest text is most of a CSV write), and
+    the texts are appended in order; the first block's columns are the header, and a
+    later block must have the same ones. Each block's text follows its own values, so a
+    column of whole numbers in one block and fractions in the next writes each as it
+    is. Parquet: one thread converts and writes in order; the first block's columns and
+    types are the file's. At most `threads + 1` blocks wait, so memory stays bounded.
+    `on_written(rows)`, when given, is called with the rows written so far after each
+    block. Errors raised on a thread are raised by the next `write` or by `close`.
+    """
+
+    def __init__(self, path: str, fmt: str, threads: int | None = None, on_written=None):
+        from concurrent.futures import ThreadPoolExecutor
+
         self.path, self.fmt = path, fmt
-        self._writer = None
-        self._schema = None
         self.rows = 0
+        self._on_written = on_written
+        self._names = None
+        self._header = True
+        self._schema = None
+        self._parquet = None
+        workers = (threads or writer_threads()) if fmt == "csv" else 1
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="table-writer")
+        self._limit = workers + 1
+        self._pending = []
+        # Open for the writer's life, closed by close().
+        self._file = open(path, "wb") if fmt == "csv" else None  # noqa: SIM115
 
     def _table(self, df):
         import pyarrow as pa
@@ -376,30 +428,70 @@ class TableWriter:
             fields.append(pa.field(field.name, kind))
         return table.cast(pa.schema(fields))
 
-    def write(self, df) -> None:
+    def _csv_text(self, df, header: bool):
         import pyarrow as pa
+        import pyarrow.csv as pcsv
+
+        sink = pa.BufferOutputStream()
+        options = pcsv.WriteOptions(include_header=header, quoting_style="needed")
+        pcsv.write_csv(self._table(df), sink, write_options=options)
+        return sink.getvalue(), len(df)
+
+    def _write_parquet(self, df) -> int:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
 
         table = self._table(df)
-        if self._writer is None:
+        if self._parquet is None:
             self._schema = table.schema
-            if self.fmt == "csv":
-                import pyarrow.csv as pcsv
-
-                self._writer = pcsv.CSVWriter(
-                    self.path, self._schema, write_options=pcsv.WriteOptions(quoting_style="needed")
-                )
-            else:
-                import pyarrow.parquet as pq
-
-                # Dictionary pages only for text: trying them on float columns doubles the
-                # time of a write and saves nothing.
-                text = [f.name for f in self._schema if pa.types.is_dictionary(f.type)]
-                self._writer = pq.ParquetWriter(self.path, self._schema, use_dictionary=text)
+            # Dictionary pages only for text: trying them on float columns doubles the
+            # time of a write and saves nothing.
+            text = [f.name for f in self._schema if pa.types.is_dictionary(f.type)]
+            self._parquet = pq.ParquetWriter(self.path, self._schema, use_dictionary=text)
         else:
             table = table.cast(self._schema)
-        self._writer.write_table(table)
-        self.rows += len(df)
+        self._parquet.write_table(table)
+        return len(df)
+
+    def write(self, df) -> None:
+        names = [str(c) for c in df.columns]
+        if self._names is None:
+            self._names = names
+        elif names != self._names:
+            raise ValueError(f"a block's columns {names} differ from the first's {self._names}")
+        if self.fmt == "csv":
+            for start in range(0, max(len(df), 1), CSV_ROWS):
+                self._queue(self._csv_text, df.iloc[start : start + CSV_ROWS], self._header)
+                self._header = False
+        else:
+            self._queue(self._write_parquet, df)
+
+    def _queue(self, work, *args) -> None:
+        self._pending.append(self._pool.submit(work, *args))
+        while len(self._pending) >= self._limit or (self._pending and self._pending[0].done()):
+            self._finish(self._pending.pop(0))
+
+    def _finish(self, job) -> None:
+        if self.fmt == "csv":
+            text, rows = job.result()
+            self._file.write(text)
+        else:
+            rows = job.result()
+        self.rows += rows
+        if self._on_written is not None:
+            self._on_written(self.rows)
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        """Write what is queued and close the file; raises the first error a block met
+        (the blocks after it are dropped)."""
+        try:
+            while self._pending:
+                self._finish(self._pending.pop(0))
+        finally:
+            for job in self._pending:
+                job.cancel()
+            self._pool.shutdown(wait=True)
+            if self._parquet is not None:
+                self._parquet.close()
+            if self._file is not None:
+                self._file.close()

@@ -630,6 +630,63 @@ def test_a_table_saved_with_semicolons_and_decimal_commas_says_how_to_fix_it(tmp
     assert not (tmp_path / "p.csv").exists()
 
 
+def test_a_column_whole_in_one_block_and_fractional_in_the_next_is_written(tmp_path, monkeypatch):
+    """Rows without speculation first (tau 1, whole numbers), speculative ones after: each
+    block's text follows its own values (this raised ArrowInvalid once)."""
+    monkeypatch.setattr(cli, "WRITE_BLOCK_ROWS", 2)
+    rows = GOOD.splitlines()
+    none_row, eagle_row = rows[3], rows[2]
+    src = tmp_path / "s.csv"
+    src.write_text("\n".join([rows[0], none_row, none_row, eagle_row, eagle_row, eagle_row]) + "\n")
+    for suffix in ("csv", "parquet"):
+        out = tmp_path / f"p.{suffix}"
+        assert main(["predict", "--in", str(src), "--out", str(out)]) == 0
+        got = pd.read_csv(out) if suffix == "csv" else pd.read_parquet(out)
+        expected = predict(pd.read_csv(src))
+        for col in ("tau", "alpha", "speedup", "spec_step_ms"):
+            assert got[col].to_numpy() == pytest.approx(expected[col].to_numpy(), nan_ok=True)
+
+
+def _prediction_blocks():
+    table = pd.read_csv(io.StringIO(GOOD))
+    frame = predict(pd.concat([table] * 40, ignore_index=True))
+    return [frame.iloc[i : i + 7] for i in range(0, len(frame), 7)]
+
+
+def test_the_csv_text_is_the_same_on_any_number_of_threads(tmp_path, monkeypatch):
+    from simulator import io as table_io
+
+    monkeypatch.setattr(table_io, "CSV_ROWS", 3)
+    texts = []
+    for threads in (1, 2, 4):
+        path = tmp_path / f"t{threads}.csv"
+        seen = []
+        writer = table_io.TableWriter(str(path), "csv", threads=threads, on_written=seen.append)
+        for block in _prediction_blocks():
+            writer.write(block)
+        writer.close()
+        assert seen == sorted(seen) and seen[-1] == 120 == writer.rows
+        texts.append(path.read_bytes())
+    assert texts[0] == texts[1] == texts[2]
+    assert texts[0].count(b"\n") == 121 and texts[0].startswith(b'"target"')
+
+
+def test_a_block_that_fails_to_format_is_raised_and_nothing_after_it_is_written(tmp_path):
+    from simulator.io import TableWriter
+
+    blocks = _prediction_blocks()
+    bad = blocks[2].copy()
+    bad["target"] = [object()] * len(bad)  # pyarrow cannot convert it
+    path = tmp_path / "t.csv"
+    writer = TableWriter(str(path), "csv", threads=2)
+    with pytest.raises(Exception, match="object"):
+        for block in (blocks[0], blocks[1], bad, *blocks[3:]):
+            writer.write(block)
+        writer.close()
+    writer.close()
+    assert len(pd.read_csv(path)) == 14
+
+
 def test_a_table_that_fills_its_last_block_exactly_is_read_whole(tmp_path, monkeypatch):
     """65,536 rows (a multiple of the block) were refused as 'holds no scenario rows': an
     empty block was read after the last full one."""
