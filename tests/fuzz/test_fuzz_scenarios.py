@@ -432,3 +432,83 @@ def test_serve_flags(flag, value):
         refusals=(CliRefused,),
         refusal_check=_named,
     )
+
+
+BLOCK_ROWS_POOL = [
+    *BASE[1:],
+    ["llama-3.1-8b", "none", "", "h100-sxm", "1", "", "", "1", "1024", "256"],
+    ["llama-3.1-8b", "eagle", "", "h100-sxm", "1", "2", "1", "8", "1024", "256"],
+    ["llama-3.1-8b", "eagle", "", "h100-sxm", "1", "4", "0", "8", "1024", "256"],
+    ["llama-3.3-70b", "medusa", "", "h200", "4", "3", "0.5", "64", "4096", "512"],
+    ["deepseek-v3", "mtp", "", "h200", "8", "1", "0.85", "32", "2048", "1024"],
+    ["llama-3.1-8b", "eagle", "", "l4", "1", "8", "0.9", "256", "8192", "4096"],
+    ["llama-3.3-70b", "draft_model", "llama-3.2-1b", "a100-80gb", "1", "5", "0.7", "8", "", ""],
+]
+"""Scenario rows that differ in what their outputs look like: no speculation (tau 1, whole
+numbers), acceptance 0 and 1, rows that do not fit, blank cells left to defaults."""
+
+
+def _frame_text(frame: pd.DataFrame) -> dict:
+    """Each column as floats (NaN for blanks) or as text ('' for blanks)."""
+    out = {}
+    for c in frame.columns:
+        col = frame[c]
+        if pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
+            out[c] = col.to_numpy(dtype=float)
+        else:
+            out[c] = col.astype(object).where(col.notna(), "").astype(str).to_numpy()
+    return out
+
+
+def _same_as_one_call(got: pd.DataFrame, expected: pd.DataFrame) -> None:
+    assert list(got.columns) == list(expected.columns)
+    assert len(got) == len(expected)
+    a, b = _frame_text(got), _frame_text(expected)
+    for c in a:
+        if a[c].dtype == float and b[c].dtype == float:
+            assert np.allclose(a[c], b[c], rtol=1e-12, atol=0, equal_nan=True), c
+        else:  # a text column whose cells are all blank reads back from CSV as floats
+            assert list(map(_text, a[c])) == list(map(_text, b[c])), c
+
+
+def _text(cell) -> str:
+    return "" if isinstance(cell, float) and np.isnan(cell) else str(cell)
+
+
+@FUZZ
+@given(
+    picks=st.lists(st.integers(0, len(BLOCK_ROWS_POOL) - 1), min_size=1, max_size=14),
+    block=st.integers(1, 6),
+    piece=st.integers(1, 4),
+    source=st.sampled_from(["csv", "parquet"]),
+    sink=st.sampled_from(["csv", "parquet"]),
+)
+def test_scenario_blocks(picks, block, piece, source, sink):
+    """`predict --in --out` reads, predicts and writes in blocks (and CSV text in pieces):
+    for any block size the file holds what one `predict` call on the whole table gives."""
+    from simulator import __main__ as cli
+    from simulator import io as table_io
+
+    rows = [BASE[0], *(BLOCK_ROWS_POOL[i] for i in picks)]
+    table = pd.read_csv(io.StringIO(_csv(rows)))
+    src, out = TMP / f"blocks.{source}", TMP / f"blocks_out.{sink}"
+    if source == "csv":
+        src.write_text(_csv(rows))
+    else:
+        table.to_parquet(src)
+    expected = predict(table)
+
+    def case():
+        saved = cli.WRITE_BLOCK_ROWS, table_io.CSV_ROWS
+        cli.WRITE_BLOCK_ROWS, table_io.CSV_ROWS = block, piece
+        try:
+            assert main(["predict", "--in", str(src), "--out", str(out)]) == 0
+        finally:
+            cli.WRITE_BLOCK_ROWS, table_io.CSV_ROWS = saved
+        return pd.read_csv(out) if sink == "csv" else pd.read_parquet(out)
+
+    run_case(
+        "scenario_blocks",
+        case,
+        lambda got: (check_predictions(got), _same_as_one_call(got, expected)),
+    )
