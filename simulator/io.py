@@ -409,6 +409,7 @@ class TableWriter:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="table-writer")
         self._limit = workers + 1
         self._pending = []
+        self._failed = False
         # Open for the writer's life, closed by close().
         self._file = open(path, "wb") if fmt == "csv" else None  # noqa: SIM115
 
@@ -454,6 +455,8 @@ class TableWriter:
         return len(df)
 
     def write(self, df) -> None:
+        if self._failed:
+            raise RuntimeError("an earlier block failed to write; the file is incomplete")
         names = [str(c) for c in df.columns]
         if self._names is None:
             self._names = names
@@ -472,11 +475,20 @@ class TableWriter:
             self._finish(self._pending.pop(0))
 
     def _finish(self, job) -> None:
+        try:
+            done = job.result()
+        except BaseException:
+            # The file now lacks this block: nothing queued after it may be written.
+            for later in self._pending:
+                later.cancel()
+            self._pending.clear()
+            self._failed = True
+            raise
         if self.fmt == "csv":
-            text, rows = job.result()
+            text, rows = done
             self._file.write(text)
         else:
-            rows = job.result()
+            rows = done
         self.rows += rows
         if self._on_written is not None:
             self._on_written(self.rows)

@@ -683,8 +683,10 @@ def test_a_block_that_fails_to_format_is_raised_and_nothing_after_it_is_written(
         for block in (blocks[0], blocks[1], bad, *blocks[3:]):
             writer.write(block)
         writer.close()
+    with pytest.raises(RuntimeError, match="earlier block failed"):
+        writer.write(blocks[0])
     writer.close()
-    assert len(pd.read_csv(path)) == 14
+    assert len(pd.read_csv(path)) == 14  # the two blocks before it, nothing after
 
 
 def test_a_table_that_fills_its_last_block_exactly_is_read_whole(tmp_path, monkeypatch):
