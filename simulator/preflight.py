@@ -1,4 +1,4 @@
-"""The pre-flight checklist shown beside every result: five checks on one prediction row,
+"""The pre-flight checklist shown beside every result: six checks on one prediction row,
 each green, amber or red with one line of why.
 """
 
@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from simulator.predict import WINDOW_REASONS, status_reasons
 from simulator.specs import ModelSpec
 
 K_COMFORT = 5
@@ -85,6 +86,14 @@ def _headroom(row: Mapping) -> CheckItem:
     name = "KV headroom for the concurrency asked"
     batch = int(row["batch_size"])
     cap = float(row["max_concurrency_spec"])
+    reasons = status_reasons(str(row["status"]))
+    if WINDOW_REASONS[0] in reasons:
+        return CheckItem(
+            name, "red", "no sequence runs: a request is longer than the target's context window"
+        )
+    if WINDOW_REASONS[1] in reasons:
+        text = "no sequence runs with speculation: a request is longer than the draft's window"
+        return CheckItem(name, "red", text)
     if cap <= 0:
         if float(row["kv_cache_gb_spec"]) > 0:
             need = float(row["prompt_len"]) + float(row["output_len"])
@@ -108,6 +117,31 @@ def _headroom(row: Mapping) -> CheckItem:
     return CheckItem(name, "red", text + ": requests will queue or be preempted")
 
 
+def _context_window(row: Mapping, models: dict[str, ModelSpec]) -> CheckItem:
+    """Whether a request (prompt_len + output_len tokens) fits the target's context window
+    and, for a draft model, the draft's: read from the row's status, which `predict` sets
+    for the rows that serve requests (a decode_only row prices one step and is not
+    checked)."""
+    name = "Requests fit the context window"
+    need = float(row["prompt_len"]) + float(row["output_len"])
+    target = models[row["target"]]
+    reasons = status_reasons(str(row["status"]))
+    for reason, who in zip(WINDOW_REASONS, ("target", "draft"), strict=True):
+        if reason in reasons:
+            spec = target if who == "target" else models[row["draft"]]
+            text = (
+                f"a request of {need:,.0f} tokens exceeds the {who} {spec.id}'s "
+                f"{spec.max_position_embeddings:,}-token context window"
+            )
+            return CheckItem(name, "red", text)
+    window = target.max_position_embeddings
+    if not window:
+        return CheckItem(name, "green", f"{target.id}'s context window is not in the catalog")
+    if str(row.get("serving", "steady")) == "decode_only":
+        return CheckItem(name, "green", "decode-only row: its lengths set the context of one step")
+    return CheckItem(name, "green", f"{need:,.0f} of {window:,} tokens")
+
+
 def _draft_size(row: Mapping) -> CheckItem:
     name = "Draft size vs target"
     if row["method"] in ("none", "ngram"):
@@ -127,11 +161,12 @@ def _draft_size(row: Mapping) -> CheckItem:
 
 
 def checklist(row: Mapping, models: dict[str, ModelSpec]) -> list[CheckItem]:
-    """The five checks for one row of `predict`'s output."""
+    """The six checks for one row of `predict`'s output."""
     return [
         _tokenizers(row, models),
         _k_range(row),
         _acceptance(row),
+        _context_window(row, models),
         _headroom(row),
         _draft_size(row),
     ]

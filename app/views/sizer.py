@@ -16,6 +16,7 @@ from simulator import launch
 from simulator.economics import get_demand_tok_s
 from simulator.errors import InputError
 from simulator.memory import get_max_concurrency
+from simulator.predict import WINDOW_REASONS, status_reasons
 from simulator.reports import launch_config_text
 from simulator.serving import Lengths, max_rate_at_slo
 from simulator.sizer import schedule_ranges
@@ -146,6 +147,24 @@ except InputError as exc:
     st.stop()
 
 grid = result.grid
+# A request longer than the target's (or the draft's) context window cannot run at any
+# batch: say so once, here, rather than let the sections below count sequences for it.
+too_long = [r in status_reasons(str(mem["status"])) for r in WINDOW_REASONS]
+need = scenario.prompt_len + scenario.output_len
+if too_long[0]:
+    st.error(
+        f"Requests of {scenario.prompt_len:,} + {scenario.output_len:,} = {need:,} tokens "
+        f"exceed {widgets.plain(scenario.target)}'s {window:,}-token context window: no "
+        "configuration serves them. Shorten the prompt or the output, or choose a model "
+        "with a longer window."
+    )
+elif too_long[1]:
+    d_window = models[scenario.draft].max_position_embeddings
+    st.error(
+        f"Requests of {need:,} tokens exceed the draft {widgets.plain(scenario.draft)}'s "
+        f"{d_window:,}-token context window: speculation cannot run, so every batch runs "
+        "K = 0. Shorten the requests or choose a draft with a longer window."
+    )
 
 
 def _break_even_text(result) -> str:
@@ -207,15 +226,19 @@ with right:
         f"{mem['kv_capacity_tokens_spec'] - mem['kv_capacity_tokens_baseline']:+,.0f}",
     )
     r = st.columns(2)
+    seqs_base = "cannot run" if too_long[0] else f"{mem['max_concurrency_baseline']:,.0f}"
+    seqs_spec = "cannot run" if any(too_long) else f"{mem['max_concurrency_spec']:,.0f}"
     r[0].metric(
         "Max sequences, baseline",
-        f"{mem['max_concurrency_baseline']:,.0f}",
+        seqs_base,
         help=f"Requests of {scenario.prompt_len}+{scenario.output_len} tokens.",
     )
     r[1].metric(
         f"Max sequences, {spec_label}",
-        f"{mem['max_concurrency_spec']:,.0f}",
-        delta(mem["max_concurrency_spec"] - mem["max_concurrency_baseline"], "+,.0f"),
+        seqs_spec,
+        None
+        if any(too_long)
+        else delta(mem["max_concurrency_spec"] - mem["max_concurrency_baseline"], "+,.0f"),
         help=f"With K={k_lookahead} lookahead slots per request.",
     )
     st.caption(
@@ -279,7 +302,9 @@ st.subheader(f"Deployment for {demand:,.0f} tok/s of demand")
 left, right = st.columns([2.6, 1], gap="large")
 if choice is None:
     left.error(
-        "No (K, batch) meets the SLO and fits in memory: relax the SLO, add GPUs per "
+        "No configuration serves these requests: they exceed the context window."
+        if too_long[0]
+        else "No (K, batch) meets the SLO and fits in memory: relax the SLO, add GPUs per "
         "replica or shorten the requests."
     )
     row = grid.iloc[0].to_dict()

@@ -54,7 +54,7 @@ def test_default_page_shows_every_result_and_the_checklist(app, charts):
         assert label in labels
     assert set(charts(at)) == {"roi_speedup_k", "roi_speedup_batch", "roi_cost"}
     checks = [m.value for m in at.markdown if m.value.startswith((":green[", ":orange[", ":red["))]
-    assert len(checks) == 5
+    assert len(checks) == 6
     assert at.number_input(key="acceptance_rate").value == pytest.approx(DEFAULT_ALPHA)
 
 

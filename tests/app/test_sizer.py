@@ -256,3 +256,36 @@ def test_max_model_len_above_the_context_window_is_capped_in_the_launch_command(
     assert "--context-length 4096" in commands
     text = " ".join(c.value for c in at.main.caption)
     assert "At the full 4,096 tokens per request" in text
+
+
+def test_a_request_longer_than_the_context_window_is_said_not_counted(app):
+    """4,000 + 256 tokens on TinyLlama (2,048-token window): the page said 'No (K, batch)
+    meets the SLO and fits in memory', showed 3,123 max sequences and a green checklist
+    row for KV headroom."""
+    at = app("sizer", query={"target": "tinyllama-1.1b", "method": "eagle", "prompt_len": "4000"})
+    errors = [e.value for e in at.error]
+    assert any(
+        "4,256 tokens exceed tinyllama-1.1b's 2,048-token context window" in e for e in errors
+    )
+    assert not any("meets the SLO" in e for e in errors)
+    seqs = {m.label: m.value for m in at.metric if m.label.startswith("Max sequences")}
+    assert set(seqs.values()) == {"cannot run"}, seqs
+    text = " ".join(m.value for m in at.markdown)
+    assert "Requests fit the context window" in text
+
+
+def test_a_request_longer_than_the_drafts_window_runs_without_speculation(app):
+    """Llama 2 7B holds 4,096 tokens, its TinyLlama draft 2,048: 3,000-token requests run
+    only at K = 0."""
+    query = {
+        "target": "llama-2-7b",
+        "method": "draft_model",
+        "draft": "tinyllama-1.1b",
+        "prompt_len": "3000",
+        "output_len": "256",
+    }
+    at = app("sizer", query=query)
+    assert any("the draft tinyllama-1.1b's 2,048-token context window" in e.value for e in at.error)
+    seqs = {m.label: m.value for m in at.metric if m.label.startswith("Max sequences")}
+    assert seqs["Max sequences, baseline"] != "cannot run"
+    assert seqs["Max sequences, speculative"] == "cannot run"

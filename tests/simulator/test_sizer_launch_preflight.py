@@ -208,3 +208,30 @@ def test_a_grid_priced_once_sizes_every_slo_as_pricing_it_each_time():
         assert fresh.choice == reused.choice
         assert fresh.max_batch_under_slo == reused.max_batch_under_slo
     pd.testing.assert_frame_equal(grid, before)  # the given grid is not modified
+
+
+def test_preflight_turns_red_for_a_request_longer_than_the_context_window():
+    """A 4,000-token prompt on TinyLlama (2,048-token window) cannot run: the checklist
+    said every item but break-even was green, and the headroom check counted sequences."""
+    models = default_models()
+
+    def items(**kw):
+        return {c.name: c for c in checklist(_row(**kw), models)}
+
+    long = items(target="tinyllama-1.1b", method="eagle", draft="", prompt_len=4000)
+    window = long["Requests fit the context window"]
+    assert window.status == "red"
+    assert "4,256 tokens exceeds the target tinyllama-1.1b's 2,048-token" in window.why
+    assert long["KV headroom for the concurrency asked"].status == "red"
+    draft = items(target="llama-3.1-8b", draft="specplan-byte-draft", prompt_len=600)
+    assert (
+        "exceeds the draft specplan-byte-draft's 512-token"
+        in draft["Requests fit the context window"].why
+    )
+    assert "with speculation" in draft["KV headroom for the concurrency asked"].why
+    fits = items(target="tinyllama-1.1b", method="eagle", draft="", prompt_len=1000)
+    assert fits["Requests fit the context window"].status == "green"
+    assert fits["Requests fit the context window"].why == "1,256 of 2,048 tokens"
+    one_step = items(target="tinyllama-1.1b", method="eagle", draft="", prompt_len=4000,
+                     serving="decode_only")  # fmt: skip
+    assert one_step["Requests fit the context window"].status == "green"
