@@ -190,9 +190,16 @@ def launch_config_text(
     sglang: str,
     vllm_schedule: list[list[int]] | None = None,
     trtllm_schedule: dict[int, int] | None = None,
+    cannot_run: str | None = None,
 ) -> str:
     """A launch configuration file: a comment line per section, then the command or the
-    JSON value to paste, so that each section can be copied as it stands."""
+    JSON value to paste, so that each section can be copied as it stands. `cannot_run`,
+    the status of a row that cannot run, replaces the commands with that reason: an
+    engine would refuse them or fail at start-up."""
+    if cannot_run:
+        return "\n".join(
+            [f"# SpecPlan launch configuration: {title}", f"# No command: {cannot_run}.", ""]
+        )
     parts = [f"# SpecPlan launch configuration: {title}", "", "# vLLM", vllm, "", "# SGLang"]
     parts += [sglang, ""]
     if vllm_schedule:

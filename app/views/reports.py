@@ -11,6 +11,7 @@ import streamlit as st
 from app import sim, widgets
 from simulator import launch
 from simulator.errors import InputError
+from simulator.predict import status_reasons
 from simulator.preflight import K_MAX_SENSIBLE
 from simulator.reports import (
     MAX_REQUESTS_PER_DAY,
@@ -250,6 +251,11 @@ for i, r in enumerate(report.to_dict("records"), start=1):
             f"{r['method']} K={int(r['k'])}, batch {int(r['batch_size'])}",
             vllm=launch.vllm_command(**common, weight_dtype=str(r["weight_dtype"])),
             sglang=launch.sglang_command(**common),
+            cannot_run="; ".join(
+                reason
+                for reason in status_reasons(str(r["status"]))
+                if reason.startswith("cannot run")
+            ),
         )
     )
 launch_text = "\n\n".join(configs)

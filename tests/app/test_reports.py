@@ -212,3 +212,15 @@ def test_edits_survive_a_visit_to_another_page(app):
     assert table["batch_size"].tolist()[:2] == [16, 16]
     assert not {5, 7, 9} & set(table["batch_size"])
     assert _results(at)["batch"].tolist() == table["batch_size"].tolist()
+
+
+def test_a_row_that_cannot_run_gets_its_reason_not_a_launch_command(app):
+    """Llama 3.3 70B on one L4 (24 GB): the launch config held a vLLM command that fails at
+    start-up; the row's section now says why there is none. The row that runs keeps its."""
+    at = app("reports")
+    _edit(at, edited={1: {"gpu": "l4", "num_gpus": 1}})
+    sections = at.session_state["report_launch_config"].split("# SpecPlan launch configuration: ")
+    row1, row2 = sections[1], sections[2]
+    assert "vllm serve" in row1 and "python -m sglang" in row1
+    assert "vllm serve" not in row2 and "sglang" not in row2
+    assert "# No command: cannot run: the target's weights and reserves exceed" in row2
