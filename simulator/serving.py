@@ -6,8 +6,8 @@ scheduler: one token budget per step (`max_num_batched_tokens`), running request
 then waiting ones in arrival order while `max_num_seqs` and the KV blocks allow; prompts
 prefill in chunks inside the same forward as the decodes; when the KV cache runs out, the
 newest running request is preempted (its blocks freed, its prompt and output recomputed
-later). A request longer than the whole KV cache holds is refused on arrival (NaN
-latencies, counted in `refused`). An event loop over engine steps, numpy over the
+later). A request longer (prompt and output) than the models' context window, or than
+the whole KV cache holds, is refused on arrival (NaN latencies, counted in `refused`). An event loop over engine steps, numpy over the
 requests of a step.
 
 Step time. Every step is priced by the simulator's own step model (`predict`, with a
@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from simulator import acceptance
-from simulator.catalog import method_decay
+from simulator.catalog import default_models, method_decay
 from simulator.defaults import DEFAULTS, ModelDefaults
 from simulator.errors import InputError
 from simulator.predict import WINDOW_REASONS, predict, status_reasons
@@ -146,6 +146,9 @@ class StepModel:
     k: int
     conditional: np.ndarray
     """Conditional acceptance of draft positions 1..K (position 1 is p_1)."""
+    max_len: int | None = None
+    """Tokens a request may hold, prompt and output: the target's context window, or the
+    draft model's where shorter (vLLM's max_model_len at most); None: no limit known."""
 
 
 def _positions(row: pd.Series, k: int) -> np.ndarray:
@@ -249,6 +252,11 @@ def step_model(
         cond = np.where(prev > 0, p / np.where(prev > 0, prev, 1.0), 0.0)
     method = str(pred["method"].iloc[0])
     lookahead = k if method in ("draft_model", "eagle", "eagle3", "mtp") else 0
+    catalog = default_models() if models is None else models
+    windows = [catalog[str(pred["target"].iloc[0])].max_position_embeddings]
+    if method == "draft_model":
+        windows.append(catalog[str(pred["draft"].iloc[0])].max_position_embeddings)
+    known = [int(w) for w in windows if w]
     capacity = pred["kv_capacity_tokens_spec" if speculative else "kv_capacity_tokens_baseline"]
     return StepModel(
         decode_ms=decode,
@@ -257,6 +265,7 @@ def step_model(
         lookahead=lookahead,
         k=k,
         conditional=np.clip(cond, 0.0, 1.0),
+        max_len=min(known) if known else None,
     )
 
 
@@ -516,12 +525,16 @@ def run(
         scale = levels / p1 if p1 > 0 else np.zeros(n)
         cond = np.clip(deepest.conditional[None, :] * scale[:, None], 0.0, 1.0)
         cond[:, 0] = levels
-    # A request longer than the whole KV cache holds could never finish (it would preempt
-    # itself for ever): it is refused on arrival, as vLLM's server refuses a request past
-    # max_model_len, which vLLM keeps within the cache. It never enters the engine (in a
+    # A request longer than the context window is refused on arrival, as vLLM's server
+    # refuses one past max_model_len (a prompt plus max_tokens above it); so is one longer
+    # than the whole KV cache holds, which could never finish (it would preempt itself for
+    # ever), and which vLLM keeps max_model_len within. It never enters the engine (in a
     # closed loop its client sends the next request at once) and its latencies are NaN.
     capacity = min(m.kv_blocks for m in by_k.values()) * BLOCK_SIZE
     refused = p_len + o_len + max(m.k + m.lookahead for m in by_k.values()) > capacity
+    window = min((m.max_len for m in by_k.values() if m.max_len), default=None)
+    if window is not None:
+        refused |= p_len + o_len > window
     limits = dict(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
     if not refused.any():
         return _engine(model, load, rng_accept, p_len, o_len, arrival, levels, cond, **limits)
@@ -956,8 +969,9 @@ PERCENTILES = (50, 90, 99)
 def latency_summary(result: RunResult) -> dict:
     """The part of `summarise` no SLO enters: P50/P90/P99 and mean of TTFT, TPOT, ITL (per
     chunk and per token) and end-to-end latency, throughput (of the requests that finished),
-    queue and engine counts (`refused`: requests longer than the KV cache holds), and
-    `span_s`, the seconds from the first arrival to the last finish (goodput's divisor)."""
+    queue and engine counts (`refused`: requests longer than the context window or than
+    the KV cache holds), and `span_s`, the seconds from the first arrival to the last
+    finish (goodput's divisor)."""
     req = result.requests
     finished = np.isfinite(req["e2e_ms"].to_numpy())
     span_s = 0.0
@@ -1177,7 +1191,7 @@ def max_rate_at_slo(
     ceiling is 5,000 times the trickle. (Halving a linear range from 0 stopped at 1/256 of
     the ceiling, so a replica that managed less was reported as 0.) 0 when even a trickle
     misses the SLOs, or when more than 1% of requests are refused for being longer than
-    the KV cache holds (a P99 over every request then misses at any rate)."""
+    the context window or the KV cache (a P99 over every request then misses at any rate)."""
     model = step_model(
         {**scenario, "prompt_len": prompt.mean, "output_len": output.mean},
         speculative=speculative,

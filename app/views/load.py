@@ -237,10 +237,10 @@ refused = table.groupby("arm", sort=False)["refused"].max()
 if refused.any():
     arms_text = ", ".join(f"{count} in the {arm} arm" for arm, count in refused.items() if count)
     st.warning(
-        f"Some requests are longer (prompt and output) than the KV cache holds: up to "
-        f"{arms_text}, of {requests} per point. They are refused, as vLLM refuses a request "
-        "longer than max_model_len, and count against goodput. Shorter lengths or more GPUs "
-        "avoid it."
+        f"Some requests are longer (prompt and output) than the context window or the KV "
+        f"cache holds: up to {arms_text}, of {requests} per point. They are refused, as "
+        "vLLM refuses a request longer than max_model_len, and count against goodput. "
+        "Shorter lengths, a model with a longer window or more GPUs avoid it."
     )
 
 cross = figures_load.tail_crossover(table)

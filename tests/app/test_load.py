@@ -101,7 +101,10 @@ def test_requests_longer_than_the_kv_cache_are_refused_not_simulated_for_ever(ap
     )
     table = at.dataframe[0].value
     assert table["refused"].max() >= 1
-    assert any("longer (prompt and output) than the KV cache" in w.value for w in at.warning)
+    assert any(
+        "longer (prompt and output) than the context window or the KV" in w.value
+        for w in at.warning
+    )
     assert np.isfinite(table["tpot_p99_ms"]).all()
 
 

@@ -650,3 +650,39 @@ def test_a_request_longer_than_the_context_window_is_refused(scenario, speculati
     with pytest.raises(InputError, match=words):
         step_model({**row, "prompt_len": 900, "output_len": 100}, speculative=speculative)
     step_model({**row, "prompt_len": 300, "output_len": 100}, speculative=speculative)
+
+
+def _longer_than(window: int, load: Load, prompt: Lengths, output: Lengths) -> int:
+    """How many of the run's drawn requests hold more than `window` tokens (`run` draws the
+    lengths from the second of three streams spawned from the load's seed)."""
+    rng = np.random.default_rng(np.random.SeedSequence(load.seed).spawn(3)[1])
+    p, o = prompt.sample(rng, load.requests), output.sample(rng, load.requests)
+    return int((p + o > window).sum())
+
+
+@pytest.mark.parametrize(
+    ("scenario", "windows"),
+    [
+        # TinyLlama holds 2,048 tokens, in both arms.
+        ({"target": "tinyllama-1.1b", "method": "eagle"}, {"baseline": 2048, "spec": 2048}),
+        # Llama 2 7B holds 4,096, its TinyLlama draft 2,048: only speculation refuses more.
+        (
+            {"target": "llama-2-7b", "method": "draft_model", "draft": "tinyllama-1.1b"},
+            {"baseline": 4096, "spec": 2048},
+        ),
+    ],
+)
+def test_requests_past_the_context_window_are_refused_one_by_one(scenario, windows):
+    """Lognormal prompts whose mean fits the window and whose tail does not: every request
+    was served, prompts of 5,000 tokens on a 2,048-token model included."""
+    row = {"gpu": "h100-sxm", "k": 3, "acceptance_rate": 0.7, **scenario}
+    load = Load(requests=400, rate=2.0)
+    prompt, output = Lengths(1000, "lognormal", 0.8), Lengths(256)
+    out = simulate({**row, "prompt_len": 1000, "output_len": 256}, load, prompt, output)
+    refused = dict(zip(out["arm"], out["refused"], strict=True))
+    for arm, window in windows.items():
+        assert refused[arm] == _longer_than(window, load, prompt, output) > 0, arm
+    assert (
+        step_model({**row, "prompt_len": 1000, "output_len": 256}, speculative=True).max_len
+        == (windows["spec"])
+    )
