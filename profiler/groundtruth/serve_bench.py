@@ -80,11 +80,13 @@ from profiler.groundtruth.train_pair import (
 )
 from profiler.groundtruth.validate import (
     K_MAX,
+    OUT_DIR_HELP,
     VALIDATION_DIR,
     QuietGate,
     _mode,
     _shown,
     combine_profiles,
+    out_dir_from_args,
     run_facts,
 )
 from profiler.model import KVCache
@@ -1186,7 +1188,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only re-run the simulation against the committed measurement in --out-dir",
     )
-    parser.add_argument("--out-dir", type=Path, default=VALIDATION_DIR)
+    parser.add_argument("--out-dir", type=Path, help=OUT_DIR_HELP)
     parser.add_argument("--models-dir", type=Path, default=MODELS_DIR)
     parser.add_argument("--profile", type=Path, help="use this profile instead of profiling")
     parser.add_argument(
@@ -1259,14 +1261,15 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
+    out_dir = out_dir_from_args(args)
     if args.repredict:
         from profiler.cli import UsageError
 
-        if not (Path(args.out_dir) / "cpu_serving.csv").is_file():
-            raise UsageError(f"--repredict: no cpu_serving.csv in {args.out_dir}")
-        repredict(args.out_dir)
+        if not (Path(out_dir) / "cpu_serving.csv").is_file():
+            raise UsageError(f"--repredict: no cpu_serving.csv in {out_dir}")
+        repredict(out_dir)
         return 0
     settings = settings_from_args(args)
     check_pair(args.models_dir)
-    serve_bench(settings, args.out_dir, models_dir=args.models_dir, profile=args.profile)
+    serve_bench(settings, out_dir, models_dir=args.models_dir, profile=args.profile)
     return 0

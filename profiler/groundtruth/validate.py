@@ -729,7 +729,7 @@ def _shown(path: Path) -> Path:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = ValidationSettings()
     parser.add_argument("--quick", action="store_true", help="a reduced run for tests")
-    parser.add_argument("--out-dir", type=Path, default=VALIDATION_DIR)
+    parser.add_argument("--out-dir", type=Path, help=OUT_DIR_HELP)
     parser.add_argument("--models-dir", type=Path, default=MODELS_DIR)
     parser.add_argument("--profile", type=Path, help="use this profile instead of profiling")
     parser.add_argument(
@@ -749,6 +749,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="fixed cost per speculative step in the prediction, ms (default: the "
         f"simulator's, {DEFAULTS.verify_overhead_ms})",
     )
+
+
+OUT_DIR_HELP = (
+    "folder the run's files replace (default: data/validation, the committed reference run; "
+    "a --quick run must name its own)"
+)
+
+
+def out_dir_from_args(args: argparse.Namespace) -> Path:
+    """--out-dir, or the committed reference folder when none is given; UsageError for a
+    --quick run without one, whose reduced files would replace the reference ones."""
+    from profiler.cli import UsageError
+
+    if args.out_dir is not None:
+        return args.out_dir
+    if args.quick:
+        raise UsageError(
+            "--quick: a reduced run would replace the reference files in data/validation; "
+            "give --out-dir"
+        )
+    return VALIDATION_DIR
 
 
 def settings_from_args(args: argparse.Namespace) -> ValidationSettings:
@@ -780,7 +801,8 @@ def settings_from_args(args: argparse.Namespace) -> ValidationSettings:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
+    out_dir = out_dir_from_args(args)
     settings = settings_from_args(args)
     check_pair(args.models_dir)
-    validate(settings, args.out_dir, models_dir=args.models_dir, profile=args.profile)
+    validate(settings, out_dir, models_dir=args.models_dir, profile=args.profile)
     return 0

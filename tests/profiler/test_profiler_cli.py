@@ -144,6 +144,10 @@ def test_bad_flags_exit_2_naming_the_flag(extra, flag, words, capsys, tmp_path):
         (["train-pair", "--draft-steps", "100000000000"], "--draft-steps", "outside 1..10,000"),
         (["validate", "--models-dir", "/nonexistent"], "--models-dir", "train-pair"),
         (["serve-bench", "--models-dir", "/nonexistent"], "--models-dir", "train-pair"),
+        # A reduced run for tests replaced the committed reference files in data/validation.
+        (["validate", "--quick"], "--quick", "give --out-dir"),
+        (["serve-bench", "--quick"], "--quick", "give --out-dir"),
+        (["serve-bench", "--quick", "--repredict"], "--quick", "give --out-dir"),
     ],
 )
 def test_ground_truth_flags_are_checked_before_work(argv, flag, words, capsys):
