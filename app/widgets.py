@@ -343,6 +343,12 @@ def _seed_alpha() -> None:
     st.session_state[ALPHA_KEY] = FALLBACK_ALPHA if alpha is None else alpha
 
 
+RELEASED = "released"
+"""The Weights choice that serves each target in the dtype its weights are released in (a
+choice whose text never changes with the target, as a link's value must not)."""
+WEIGHT_CHOICES = [RELEASED, *WEIGHT_DTYPES]
+
+
 def _index(options: list, value) -> int:
     return options.index(value) if value in options else 0
 
@@ -362,7 +368,7 @@ def scenario_inputs() -> Scenario:
             "draft": model_ids,
             "gpu": gpu_ids,
             "num_gpus": [str(g) for g in GPU_COUNTS],
-            "weight_dtype": list(WEIGHT_DTYPES),
+            "weight_dtype": WEIGHT_CHOICES,
             "kv_dtype": list(KV_DTYPES),
             "workload": [*WORKLOADS, MEASURED],
         },
@@ -418,7 +424,16 @@ def scenario_inputs() -> Scenario:
     # A calibrating profile adds its device under the name the profile gives: user text.
     sb.caption(f"{plain(g.name)}: {g.memory_gb:g} GB, {g.hbm_bandwidth_gbps:,.0f} GB/s per GPU")
     c1, c2 = sb.columns(2)
-    weight_dtype = c1.selectbox("Weights", list(WEIGHT_DTYPES), key="weight_dtype", **BIND)
+    released = models[target].checkpoint_dtype
+    weights = c1.selectbox(
+        "Weights",
+        WEIGHT_CHOICES,
+        key="weight_dtype",
+        help=f"The dtype the target's weights are served in; '{RELEASED}' is the one they "
+        f"are released in ({released} for {plain(target)}; fp8 for DeepSeek-V3).",
+        **BIND,
+    )
+    weight_dtype = released if weights == RELEASED else weights
     kv_dtype = c2.selectbox("KV cache", list(KV_DTYPES), key="kv_dtype", **BIND)
 
     workload, alpha, acceptance = _acceptance_inputs(sb, method, target)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError, not_a_number
-from simulator.specs import GPUSpec, ModelSpec
+from simulator.specs import WEIGHT_DTYPES, GPUSpec, ModelSpec
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 GPUS_CSV = DATA_DIR / "gpus.csv"
@@ -255,6 +255,13 @@ def load_models(path: str | Path = MODELS_CSV) -> dict[str, ModelSpec]:
         ):
             if getattr(m, name) <= 0:
                 raise InputError("must be > 0", file=file, row=row_no, field=name)
+        if m.checkpoint_dtype not in WEIGHT_DTYPES:
+            raise InputError(
+                f"'{m.checkpoint_dtype}' is not one of {', '.join(WEIGHT_DTYPES)}",
+                file=file,
+                row=row_no,
+                field="checkpoint_dtype",
+            )
         if m.active_params > m.total_params:
             raise InputError("exceeds total_params", file=file, row=row_no, field="active_params")
         # Every token reads its embedding row and multiplies through the output head, so

@@ -46,7 +46,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("draft", "", "draft model id when method is draft_model"),
     Column("gpu", None, "GPU id from data/gpus.csv (required)"),
     Column("num_gpus", 1, "tensor-parallel degree of one replica"),
-    Column("weight_dtype", "bf16", "bf16, fp16, fp8, int8 or int4"),
+    Column(
+        "weight_dtype",
+        None,
+        "bf16, fp16, fp8, int8 or int4; default the dtype the target's weights are released "
+        "in (data/models.csv checkpoint_dtype: fp8 for DeepSeek-V3, bf16 for the others)",
+    ),
     Column("kv_dtype", "bf16", "bf16, fp16 or fp8"),
     Column("k", None, "speculative tokens per step; default 0 with method none, else 3"),
     Column("acceptance_rate", None, "i.i.d. per-token acceptance alpha in [0, 1]"),
@@ -632,6 +637,15 @@ def validate_scenarios(
         "method",
         lambda i: f"unknown method '{method.value(i)}'; use one of {', '.join(METHODS)}",
     )
+    # A blank weight dtype is the target's released one (an unknown target is refused above).
+    weights = text["weight_dtype"]
+    blank = np.array([c == "" for c in weights.cleaned])[weights.raw]
+    if blank.any():
+        released = np.array(
+            [WEIGHT_DTYPES.index(m.checkpoint_dtype) for m in models.values()], dtype=np.int16
+        )
+        fill = blank & (target.codes >= 0)
+        weights.codes[fill] = released[target.codes[fill]]
     for col, names in (
         ("weight_dtype", WEIGHT_DTYPES),
         ("kv_dtype", KV_DTYPES),
@@ -802,6 +816,9 @@ def validate_scenarios(
     derived = ("k", "verify_tokens", "gpu_hourly_usd")  # defaults that differ by row
     constant = {c for c in TEXT_COLUMNS if c not in cols}
     constant |= {c for c, g in given.items() if g is None and c not in derived}
+    released = codes["weight_dtype"]
+    if (released != released[0]).any():  # absent, and targets released in different dtypes
+        constant.discard("weight_dtype")
     return ScenarioArrays(
         n=n,
         codes=codes,

@@ -79,6 +79,8 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     max_position_embeddings: int = 0
+    checkpoint_dtype: str = "bf16"
+    """The dtype the released weights come in (`WEIGHT_DTYPES`): a scenario's default."""
     hf_repo: str = ""
     source: str = ""
 

@@ -173,8 +173,14 @@ def test_summary_with_no_saving_says_so(app):
             "gpu": "l4",
             "num_gpus": "1",
         },
-        # Neither arm runs: DeepSeek-V3's bf16 weights on 8 H200s.
-        {"target": "deepseek-v3", "method": "mtp", "gpu": "h200", "num_gpus": "8"},
+        # Neither arm runs: DeepSeek-V3 in bf16 (its weights are released in fp8) on 8 H200s.
+        {
+            "target": "deepseek-v3",
+            "method": "mtp",
+            "gpu": "h200",
+            "num_gpus": "8",
+            "weight_dtype": "bf16",
+        },
     ],
 )
 def test_a_scenario_where_no_k_runs_is_tabled_with_its_reason(app, query):

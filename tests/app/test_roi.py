@@ -237,16 +237,22 @@ def test_a_gpu_without_a_catalog_price_shows_no_dollar_figure(app, charts, page)
 
 
 def test_a_setup_that_does_not_fit_names_the_changes_that_make_it_run(app):
-    """DeepSeek-V3's bf16 weights exceed 8 H200s; fp8 weights, or 16 GPUs, fit. Each
+    """DeepSeek-V3's weights in bf16 exceed 8 H200s; fp8 weights, or 16 GPUs, fit. Each
     change the page names is one the simulator says runs, and the first count that runs."""
-    query = {"target": "deepseek-v3", "method": "mtp", "gpu": "h200", "num_gpus": "8"}
+    query = {
+        "target": "deepseek-v3",
+        "method": "mtp",
+        "gpu": "h200",
+        "num_gpus": "8",
+        "weight_dtype": "bf16",
+    }
     at = app(query=query)
     assert not at.exception
     shown = " ".join(e.value for e in at.error).replace("\\", "")
     assert "cannot run: the target's weights and reserves exceed the GPUs' memory. " in shown
     assert "It runs with fp8 weights or with 16 GPUs per replica" in shown
     base = {"target": "deepseek-v3", "method": "mtp", "gpu": "h200", "k": 1, "batch_size": 16}
-    base["acceptance_rate"] = 0.85
+    base.update(acceptance_rate=0.85, weight_dtype="bf16")
     rows = [
         {**base, "num_gpus": 8, "weight_dtype": "fp8"},
         {**base, "num_gpus": 16},
@@ -260,3 +266,14 @@ def test_no_change_is_named_where_none_makes_it_fit(app):
     at = app(query={"target": "deepseek-v3", "method": "mtp", "gpu": "l4", "num_gpus": "1"})
     shown = " ".join(e.value for e in at.error)
     assert "cannot run" in shown and "It runs with" not in shown
+
+
+def test_deepseek_v3_runs_in_the_dtype_its_weights_are_released_in(app):
+    """Its weights ship in fp8: a link that names no dtype priced them in bf16 (1.25 TB),
+    and the page said that 8 H200s cannot hold them."""
+    at = app(query={"target": "deepseek-v3", "method": "mtp", "gpu": "h200", "num_gpus": "8"})
+    assert at.selectbox(key="weight_dtype").value == "released"
+    assert not [e.value for e in at.error]
+    assert any(m.label == "Speedup" and m.value.endswith("x") for m in at.metric)
+    llama = app(query={"target": "llama-3.1-8b"})
+    assert llama.selectbox(key="weight_dtype").value == "released"

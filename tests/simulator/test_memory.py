@@ -133,3 +133,15 @@ def test_a_catalog_figure_with_a_decimal_comma_names_the_fix(tmp_path):
         InputError, match=r"'79,5' is not a number \(write decimals with '\.': 79\.5\)"
     ):
         load_gpus(path)
+
+
+def test_a_checkpoint_dtype_outside_the_weight_dtypes_is_refused_naming_it(tmp_path):
+    header, first = MODELS_CSV.read_text().splitlines()[:2]
+    cells = next(csv.reader([first]))
+    cells[header.split(",").index("checkpoint_dtype")] = "fp6"
+    path = _write(tmp_path, "m.csv", header + "\n" + ",".join(f'"{c}"' for c in cells))
+    with pytest.raises(InputError, match="'fp6' is not one of bf16") as err:
+        load_models(path)
+    assert err.value.field == "checkpoint_dtype" and err.value.row == 2
+    assert load_models(MODELS_CSV)["deepseek-v3"].checkpoint_dtype == "fp8"
+    assert load_models(MODELS_CSV)["llama-3.1-8b"].checkpoint_dtype == "bf16"

@@ -278,3 +278,24 @@ def test_numbers_of_any_plain_type_are_taken():
     cells = pd.Series([decimal.Decimal("3"), np.int8(4)], dtype=object)
     frame = pd.DataFrame({**_EAGLE, "acceptance_rate": [0.7, 0.7], "k": cells})
     assert list(predict(frame)["k"]) == [3, 4]
+
+
+def test_a_blank_weight_dtype_is_the_one_the_target_is_released_in():
+    """DeepSeek-V3 ships fp8 weights (data/models.csv checkpoint_dtype); the others 16-bit.
+    A blank or absent weight_dtype prices each row's target in its own, in one table and
+    in the grouped path of a large one; a given dtype still wins."""
+    rows = [
+        dict(target="deepseek-v3", method="mtp", gpu="h200", num_gpus=8, k=1, acceptance_rate=0.85),
+        dict(target="llama-3.1-8b", gpu="h100-sxm"),
+    ]
+    absent = predict(pd.DataFrame(rows))
+    assert absent["weight_dtype"].astype(str).tolist() == ["fp8", "bf16"]
+    assert absent["status"].astype(str).tolist() == ["ok", "ok"]
+    blank = predict(pd.DataFrame([{**r, "weight_dtype": ""} for r in rows]))
+    assert blank["weights_gb"].tolist() == absent["weights_gb"].tolist()
+    given = predict(pd.DataFrame([{**r, "weight_dtype": "bf16"} for r in rows]))
+    assert given["weights_gb"].iloc[0] == pytest.approx(2 * absent["weights_gb"].iloc[0])
+    assert given["status"].astype(str).iloc[0].startswith("cannot run")
+    big = predict(pd.DataFrame(rows * 3000))  # rows grouped by target and dtype
+    for target, weights in zip(("deepseek-v3", "llama-3.1-8b"), absent["weights_gb"], strict=True):
+        assert (big.loc[big["target"] == target, "weights_gb"] == weights).all()
