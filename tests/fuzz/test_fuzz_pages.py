@@ -23,8 +23,9 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from app.presets import MEASURED, WORKLOADS
+from app.widgets import WEIGHT_CHOICES
 from simulator.catalog import default_gpus, default_models
-from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
+from simulator.specs import KV_DTYPES, METHODS
 from tests.fuzz.harness import EXPLORE, FUZZ, LONG, run_case, warm
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
@@ -57,7 +58,7 @@ def links(draw) -> dict[str, str]:
         "prompt_len": st.sampled_from(["1", "100000", "1000000"]),
         "k": st.sampled_from(["best", "1", "8", "16"]),
         "workload": st.sampled_from([*WORKLOADS, MEASURED]),
-        "weight_dtype": st.sampled_from(WEIGHT_DTYPES),
+        "weight_dtype": st.sampled_from(WEIGHT_CHOICES),
         "kv_dtype": st.sampled_from(KV_DTYPES),
         # Modes of one page each; the other pages ignore them. The Sizer's P99 sizing
         # simulates each arm.
