@@ -384,15 +384,16 @@ class TableWriter:
     """Writes DataFrames block by block to an open temporary path as CSV or Parquet, in
     the order given, on threads of its own: `write` returns once the block is queued.
 
-    CSV: each block is turned into text on one of `threads` threads (pyarrow formats
-    without holding the GIL, and a float's shortest text is most of a CSV write), and
-    the texts are appended in order; the first block's columns are the header, and a
-    later block must have the same ones. Each block's text follows its own values, so a
-    column of whole numbers in one block and fractions in the next writes each as it
-    is. Parquet: one thread converts and writes in order; the first block's columns and
-    types are the file's. At most `threads + 1` blocks wait, so memory stays bounded.
-    `on_written(rows)`, when given, is called with the rows written so far after each
-    block. Errors raised on a thread are raised by the next `write` or by `close`.
+    CSV: each block is cut into pieces of `CSV_ROWS` rows, each turned into text on one
+    of `threads` threads (pyarrow formats without holding the GIL, and a float's shortest
+    text is most of a CSV write), and the texts are appended in order; the first block's
+    columns are the header, and a later block must have the same ones. Each piece's text
+    follows its own values, so a column of whole numbers in one piece and fractions in
+    the next writes each as it is. Parquet: one thread converts and writes each block in
+    order; the first block's columns and types are the file's. At most `threads + 1`
+    pieces wait, so memory stays bounded. `on_written(rows)`, when given, is called with
+    the rows written so far after each piece. An error raised on a thread is raised by
+    the next `write` or by `close`, and nothing queued after it is written.
     """
 
     def __init__(self, path: str, fmt: str, threads: int | None = None, on_written=None):
