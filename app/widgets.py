@@ -699,11 +699,14 @@ def kept_upload(container, label: str, *, key: str, **kwargs) -> tuple[str, byte
             f":material/attach_file: {plain(kept[0])}, uploaded earlier in this session."
         )
         container.button(
-            "Forget this file",
-            key=f"{key}:forget",
-            on_click=lambda: st.session_state.pop(kept_key, None),
+            "Forget this file", key=f"{key}:forget", on_click=forget_upload, args=(key,)
         )
     return kept
+
+
+def forget_upload(key: str) -> None:
+    """Drop the copy `kept_upload(..., key=key)` keeps (a file still in the uploader stays)."""
+    st.session_state.pop(f"{key}:kept", None)
 
 
 def show_error(exc: InputError, what: str = "Input") -> None:

@@ -37,7 +37,10 @@ st.caption(
 
 
 def _load_example() -> None:
+    """The example goes into the text box, and a file kept from earlier is forgotten:
+    otherwise the file, read first, would hide the example the user asked for."""
     st.session_state["scrape_text"] = EXAMPLE_SCRAPE
+    widgets.forget_upload("scrape_upload")
 
 
 def _use_everywhere() -> None:
@@ -141,6 +144,11 @@ right.button("Load an example scrape", on_click=_load_example, key="load_example
 source, payload = None, None
 if upload is not None:
     source, payload = upload
+    if text and text.strip():
+        st.info(
+            f"Reading the uploaded file {widgets.plain(upload[0])}; the pasted text is not "
+            "used while a file is uploaded. Remove the file to read the text."
+        )
 elif text and text.strip():
     source, payload = "pasted scrape", text
 

@@ -112,3 +112,25 @@ def test_removing_the_file_in_the_uploader_forgets_it(app, page):
     assert shown(at) == default
     visit_and_return(at, page)
     assert shown(at) == default
+
+
+def test_the_example_scrape_replaces_a_file_kept_from_earlier(app):
+    """A scrape uploaded earlier in the session was read before the text box, so 'Load an
+    example scrape' filled the box and the page went on showing the file."""
+    key, name, data, shown = KEPT["acceptance"]
+    at = app("acceptance")
+    at.file_uploader(key=key).set_value((name, data, "text/plain")).run()
+    from_file = shown(at)
+    visit_and_return(at, "acceptance")
+    assert shown(at) == from_file
+    at.button(key="load_example").click().run()
+    assert shown(at) != from_file
+    assert any("pasted scrape" in s.value for s in at.subheader)
+
+
+def test_text_beside_an_uploaded_file_is_said_to_be_unused(app):
+    key, name, data, _ = KEPT["acceptance"]
+    at = app("acceptance")
+    at.text_area(key="scrape_text").input(data.decode().replace("1900.0", "2500.0")).run()
+    at.file_uploader(key=key).set_value((name, data, "text/plain")).run()
+    assert any("the pasted text is not used while a file is uploaded" in i.value for i in at.info)
