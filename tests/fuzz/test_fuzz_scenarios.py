@@ -481,30 +481,42 @@ def _text(cell) -> str:
     block=st.integers(1, 6),
     piece=st.integers(1, 4),
     source=st.sampled_from(["csv", "parquet"]),
-    sink=st.sampled_from(["csv", "parquet"]),
+    sink=st.sampled_from(["csv", "parquet", "report"]),
 )
 def test_scenario_blocks(picks, block, piece, source, sink):
     """`predict --in --out` reads, predicts and writes in blocks (and CSV text in pieces):
-    for any block size the file holds what one `predict` call on the whole table gives."""
+    for any block size the file holds what one `predict` call on the whole table gives;
+    with `--report`, what the dashboard's report of that call holds."""
     from simulator import __main__ as cli
     from simulator import io as table_io
+    from simulator.catalog import default_models
+    from simulator.reports import add_economics, add_preflight, read_report_csv, report_csv
 
     rows = [BASE[0], *(BLOCK_ROWS_POOL[i] for i in picks)]
     table = pd.read_csv(io.StringIO(_csv(rows)))
-    src, out = TMP / f"blocks.{source}", TMP / f"blocks_out.{sink}"
+    report = sink == "report"
+    src, out = TMP / f"blocks.{source}", TMP / f"blocks_out.{'csv' if report else sink}"
     if source == "csv":
         src.write_text(_csv(rows))
     else:
         table.to_parquet(src)
     expected = predict(table)
+    if report:
+        demand = np.full(len(table), float(cli.REQUESTS_PER_DAY))
+        expected = read_report_csv(
+            report_csv(add_preflight(add_economics(expected, demand), default_models()))
+        )
 
     def case():
         saved = cli.WRITE_BLOCK_ROWS, table_io.CSV_ROWS
         cli.WRITE_BLOCK_ROWS, table_io.CSV_ROWS = block, piece
+        argv = ["predict", "--in", str(src), "--out", str(out), *(["--report"] if report else [])]
         try:
-            assert main(["predict", "--in", str(src), "--out", str(out)]) == 0
+            assert main(argv) == 0
         finally:
             cli.WRITE_BLOCK_ROWS, table_io.CSV_ROWS = saved
+        if report:
+            return read_report_csv(out.read_text())
         return pd.read_csv(out) if sink == "csv" else pd.read_parquet(out)
 
     run_case(
