@@ -655,8 +655,8 @@ def _write_positions(acceptance: dict) -> None:
 def checklist_panel(
     row: Mapping, *, title: str | None = "Pre-flight checklist", horizontal: bool = False
 ) -> None:
-    """The pre-flight checks for one prediction row, each coloured green, amber or red with one line
-    of why; stacked (beside a result) or side by side (under a wide table)."""
+    """The pre-flight checks for one prediction row, each coloured green, amber or red with
+    one line of why; stacked (beside a result) or side by side (under a wide table)."""
     if title:
         st.markdown(f"**{title}**")
     try:

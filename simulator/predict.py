@@ -893,6 +893,9 @@ WINDOW_REASONS = (_BASE_REASONS[1], _SPEC_REASONS[2])
 MEMORY_REASONS = (_BASE_REASONS[0], _BASE_REASONS[2], _SPEC_REASONS[1], _SPEC_REASONS[3])
 """The statuses of a setup that does not fit in memory: weights, or a KV cache too small for
 one request, with or without the draft."""
+CANNOT_RUN_REASONS = (*_BASE_REASONS[:3], *_SPEC_REASONS[:4], _SPEC_REASONS[5])
+"""The statuses of a deployment an engine refuses or fails to start (every reason but the
+two that say a request rate overloads a replica, which runs)."""
 
 
 def status_reasons(status: str) -> list[str]:

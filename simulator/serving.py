@@ -7,8 +7,8 @@ then waiting ones in arrival order while `max_num_seqs` and the KV blocks allow;
 prefill in chunks inside the same forward as the decodes; when the KV cache runs out, the
 newest running request is preempted (its blocks freed, its prompt and output recomputed
 later). A request longer (prompt and output) than the models' context window, or than
-the whole KV cache holds, is refused on arrival (NaN latencies, counted in `refused`). An event loop over engine steps, numpy over the
-requests of a step.
+the whole KV cache holds, is refused on arrival (NaN latencies, counted in `refused`). An
+event loop over engine steps, numpy over the requests of a step.
 
 Step time. Every step is priced by the simulator's own step model (`predict`, with a
 profile's calibration where given): a table of the decode (or draft + verify) step in ms

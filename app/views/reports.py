@@ -11,7 +11,7 @@ import streamlit as st
 from app import sim, widgets
 from simulator import launch
 from simulator.errors import InputError
-from simulator.predict import status_reasons
+from simulator.predict import CANNOT_RUN_REASONS, status_reasons
 from simulator.preflight import K_MAX_SENSIBLE
 from simulator.reports import (
     MAX_REQUESTS_PER_DAY,
@@ -254,7 +254,7 @@ for i, r in enumerate(report.to_dict("records"), start=1):
             cannot_run="; ".join(
                 reason
                 for reason in status_reasons(str(r["status"]))
-                if reason.startswith("cannot run")
+                if reason in CANNOT_RUN_REASONS
             ),
         )
     )

@@ -1062,6 +1062,7 @@ def serve_bench(
     with staged(out_dir, f"{device_label}_serving", log) as stage:
         stem = stage / f"{device_label}_serving"
         final_stem = out_dir / f"{device_label}_serving"
+        final = Path(f"{final_stem}_profile.json")
         # The measurement first: it is what the minutes above produced.
         requests = []
         for (rate, mode, arm), results in runs.items():
@@ -1075,7 +1076,6 @@ def serve_bench(
             f"{stem}_requests.csv", index=False, float_format="%.6g"
         )
         if profile is None:
-            final = Path(f"{final_stem}_profile.json")
             command = "python -m profiler " + " ".join(profiler_argv(_shown(final), settings))
             profile = combine_profiles(passes, Path(f"{stem}_profile.json"), command)
             for p in pass_dir.iterdir():
@@ -1102,7 +1102,7 @@ def serve_bench(
             "command": " ".join(["python -m profiler serve-bench", *sys.argv[2:]]),
             "profile": str(Path(profile).name),
             "profiler_command": "python -m profiler "
-            + " ".join(profiler_argv(_shown(Path(f"{final_stem}_profile.json")), settings)),
+            + " ".join(profiler_argv(_shown(final), settings)),
             **run_facts(models_dir, prof, settings.threads, started, load_start, load_end),
             "quiet_gate": {
                 "waited_s": round(gate.waited_s, 1),

@@ -659,9 +659,9 @@ def validate(
         between_rounds=profile_pass if profile is None else None,
     )
     load_end = os.getloadavg()
+    final = out_dir / f"{device_label}_profile.json"
     with staged(out_dir, device_label, log) as stage:
         if profile is None:
-            final = out_dir / f"{device_label}_profile.json"
             command = "python -m profiler " + " ".join(profiler_argv(_shown(final), settings))
             profile = combine_profiles(passes, stage / final.name, command)
             for p in pass_dir.iterdir():
@@ -682,9 +682,7 @@ def validate(
                 "command": " ".join(["python -m profiler validate", *sys.argv[2:]]),
                 "profile": str(Path(profile).name),
                 "profiler_command": "python -m profiler "
-                + " ".join(
-                    profiler_argv(_shown(out_dir / f"{device_label}_profile.json"), settings)
-                ),
+                + " ".join(profiler_argv(_shown(final), settings)),
                 **run_facts(models_dir, prof, settings.threads, started, load_start, load_end),
                 "tau_iid_max_abs_error": round(float(tau_table["tau_iid_error"].abs().max()), 4),
                 "quiet_gate": {
@@ -766,8 +764,8 @@ def out_dir_from_args(args: argparse.Namespace) -> Path:
         return args.out_dir
     if args.quick:
         raise UsageError(
-            "--quick: a reduced run would replace the reference files in data/validation; "
-            "give --out-dir"
+            f"--quick: a reduced run would replace the reference files in "
+            f"{_shown(VALIDATION_DIR)}; give --out-dir"
         )
     return VALIDATION_DIR
 
