@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 from tests.fuzz.harness import FUZZ, TALLY
 
@@ -29,7 +30,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     )
     out = os.environ.get("SPECPLAN_FUZZ_COUNTS")
     if out:
-        with open(out, "w") as fh:
-            # Every count written, zeros included: a missing "failures" would not say 0.
-            counts = {p: {k: c[k] for k in total} for p, c in sorted(TALLY.items())}
-            json.dump({**counts, "total": total}, fh, indent=2)
+        write_counts(out, TALLY, total)
+
+
+def write_counts(path: str, tally: dict, total: dict) -> None:
+    """The counts per parser and their total as JSON at `path`, its folder made if need
+    be (a fresh clone has no artifacts/ until a browser test writes a screenshot)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        # Every count written, zeros included: a missing "failures" would not say 0.
+        counts = {p: {k: c[k] for k in total} for p, c in sorted(tally.items())}
+        json.dump({**counts, "total": total}, fh, indent=2)
