@@ -10,12 +10,13 @@ figures per row), and put back in the table's order. The break-even acceptance (
 solve) is computed only where asked (`break_even`).
 
 Where the time goes (bench/sweep.py's million random rows, 150 combinations, on the
-2-core development machine, about 1 s in all): validation about 0.2 s, most of it
-factorising the text columns; pricing about 0.55 s, some 600 numpy passes per piece, each
-costing about 1.5 us of call overhead plus about 0.5 ns per row, the break-even solve a
-fifth of it; reordering the given columns, copying each piece's outputs out and
-restoring the table's order about 0.25 s. A second thread made it slower (the passes are
-too short for numpy's released GIL to pay for the contention), and a second process
+2-core development machine of 2026-12, about 0.5 s in all under a line profiler):
+validation 0.13 s, half of it factorising the text columns; pricing 0.30 s, some 600
+numpy passes per piece, the break-even solve a fifth to a quarter of it; reordering the
+given columns 0.03 s, copying each piece's outputs out 0.07 s and restoring the table's
+order 0.08 s. A second thread made it slower (the passes are too short for numpy's
+released GIL to pay for the contention: 1.6-1.8M rows/s on two threads against 2.0-2.1M
+on one, in one session), and a second process
 would hand its outputs back through shared memory, which this machine pages in 4 KiB at
 a time (352 MB of outputs: 0.35 s against 0.02 s for private huge pages), so the pieces
 run on one.
