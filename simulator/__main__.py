@@ -76,9 +76,44 @@ def _write_table(df, out: str) -> None:
     _write_blocks(iter([df]), out, total=len(df))
 
 
-def _write_blocks(blocks: Iterator, out: str, total: int | None = None) -> int:
-    """Write DataFrames to `out` as they come, reporting each block of a large table. The
-    writer formats and writes on threads of its own while the next block is predicted."""
+def selected_columns(text: str | None) -> list[str] | None:
+    """The columns `--columns` names, in its order (None without the flag): each an input
+    column or one of predict's outputs, each once. A million-row table's 68 columns cost
+    more to write than to predict; a few columns cost a fraction of it."""
+    if text is None:
+        return None
+    import difflib
+
+    from simulator.predict import OUTPUT_COLUMNS
+    from simulator.scenarios import INPUT_COLUMNS
+
+    known = (*INPUT_COLUMNS, *OUTPUT_COLUMNS)
+    names = [name.strip() for name in str(text).split(",")]
+    for i, name in enumerate(names):
+        if not name:
+            raise InputError(
+                "holds an empty name: give column names separated by single commas",
+                field="--columns",
+            )
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=3)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise InputError(
+                f"'{name}' is not a column predict writes; {hint}"
+                "`python -m simulator columns` lists them",
+                field="--columns",
+            )
+        if name in names[:i]:
+            raise InputError(f"names '{name}' twice", field="--columns")
+    return names
+
+
+def _write_blocks(
+    blocks: Iterator, out: str, total: int | None = None, columns: list[str] | None = None
+) -> int:
+    """Write DataFrames to `out` as they come (only `columns`, in that order, when given),
+    reporting each block of a large table. The writer formats and writes on threads of its
+    own while the next block is predicted."""
     fmt = table_format(out, "--out")
 
     def written(rows: int) -> None:
@@ -90,6 +125,8 @@ def _write_blocks(blocks: Iterator, out: str, total: int | None = None) -> int:
         writer = TableWriter(tmp, fmt, on_written=written)
         try:
             for df in blocks:
+                if columns is not None:
+                    df = df[columns]
                 for start in range(0, max(len(df), 1), WRITE_BLOCK_ROWS):
                     writer.write(df.iloc[start : start + WRITE_BLOCK_ROWS])
         finally:
@@ -230,6 +267,13 @@ def cmd_predict(args) -> int:
 
     if args.report and table_format(args.out, "--out") != "csv":
         raise InputError("--report writes CSV; give a file ending in .csv", field="--out")
+    if args.report and args.columns is not None:
+        raise InputError(
+            "--report writes the dashboard's report, whose columns are fixed; drop --columns "
+            "or --report",
+            field="--columns",
+        )
+    columns = selected_columns(args.columns)
     names = table_columns(args.inp)
     demand_given = "requests_per_day" in names
     if demand_given and not args.report:
@@ -268,7 +312,7 @@ def cmd_predict(args) -> int:
         _write_report(result, np.concatenate(demands), args)
         rows = len(result)
     else:
-        rows = _write_blocks(results, args.out)
+        rows = _write_blocks(results, args.out, columns=columns)
     _log(f"wrote {rows} predictions to {args.out}")
     return 0
 
@@ -277,6 +321,7 @@ def cmd_sweep(args) -> int:
     from simulator.scenarios import K_LIMIT, LIMITS
 
     table_format(args.out, "--out")
+    columns = selected_columns(args.columns)
     method = str(args.method).strip().lower() or "none"  # blank: the column's default
     if method == "none":
         for flag, value in (("--k", args.k), ("--alpha", args.alpha)):
@@ -322,7 +367,8 @@ def cmd_sweep(args) -> int:
         )
     grid = build_grid(base, **axes)
     blocks = (grid.iloc[i : i + WRITE_BLOCK_ROWS] for i in range(0, len(grid), WRITE_BLOCK_ROWS))
-    rows = _write_blocks(_predict(blocks, args, "sweep", total=len(grid)), args.out, len(grid))
+    results = _predict(blocks, args, "sweep", total=len(grid))
+    rows = _write_blocks(results, args.out, len(grid), columns)
     _log(f"wrote {rows} scenarios to {args.out}")
     return 0
 
@@ -518,11 +564,18 @@ def cmd_serve(args) -> int:
 
 
 def cmd_columns(args) -> int:
+    import textwrap
+
+    from simulator.predict import OUTPUT_COLUMNS
     from simulator.scenarios import COLUMNS
 
     for c in COLUMNS:
         default = "" if c.default is None else f" (default {c.default!r})"
         print(f"{c.name:26s} {c.help}{default}")
+    print()
+    print("predict and sweep write these columns, then the outputs (any of them by name with")
+    print("--columns; units: ms, tokens/s, GB = 2**30 bytes, $ per 1M generated tokens):")
+    print(textwrap.fill(", ".join(OUTPUT_COLUMNS), width=88))
     return 0
 
 
@@ -576,6 +629,11 @@ def main(argv: list[str] | None = None) -> int:
         help=f"requests per day the --report economics price (default {REQUESTS_PER_DAY:,}, "
         "the dashboard's)",
     )
+    p.add_argument(
+        "--columns",
+        help="write only these columns, in this order, e.g. target,k,batch_size,speedup "
+        "(inputs and outputs by name; `columns` lists them); not with --report",
+    )
     _common(p)
     p.set_defaults(func=cmd_predict)
     s = sub.add_parser("sweep", help="predict a grid of K, acceptance and batch")
@@ -596,6 +654,11 @@ def main(argv: list[str] | None = None) -> int:
         "--force",
         action="store_true",
         help=f"build a grid larger than {SWEEP_LIMIT:,} scenarios (about 750 bytes of CSV each)",
+    )
+    s.add_argument(
+        "--columns",
+        help="write only these columns, in this order, e.g. target,k,batch_size,speedup "
+        "(inputs and outputs by name; `columns` lists them)",
     )
     _common(s)
     s.set_defaults(func=cmd_sweep)

@@ -432,11 +432,19 @@ class TableWriter:
 
     def _csv_text(self, df, header: bool):
         import pyarrow as pa
+        import pyarrow.compute as pc
         import pyarrow.csv as pcsv
 
         sink = pa.BufferOutputStream()
-        options = pcsv.WriteOptions(include_header=header, quoting_style="needed")
-        pcsv.write_csv(self._table(df), sink, write_options=options)
+        table = self._table(df)
+        quoting = "needed"
+        if table.num_columns == 1:
+            # One column: an empty cell would be a blank line, which CSV readers skip
+            # (pandas and csv_frame alike). A quoted empty text keeps the row.
+            text = pc.fill_null(pc.cast(table.column(0), pa.string()), "")
+            table, quoting = pa.table([text], names=table.column_names), "all_valid"
+        options = pcsv.WriteOptions(include_header=header, quoting_style=quoting)
+        pcsv.write_csv(table, sink, write_options=options)
         return sink.getvalue(), len(df)
 
     def _write_parquet(self, df) -> int:

@@ -22,7 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.__main__ import main
-from simulator.predict import predict
+from simulator.predict import OUTPUT_COLUMNS, predict
+from simulator.scenarios import INPUT_COLUMNS
 from tests.fuzz.harness import FUZZ, NASTY_NUMBERS, check_predictions, nasty_text, run_case, warm
 
 TMP = Path(tempfile.mkdtemp(prefix="specplan-fuzz-scenarios-"))
@@ -339,6 +340,40 @@ def test_sweep_flags(flag, value):
     run_case(
         "sweep_flags",
         lambda: _sweep(flag, value),
+        refusals=(CliRefused,),
+        refusal_check=_named,
+    )
+
+
+KNOWN_COLUMNS = st.sampled_from(sorted(set(INPUT_COLUMNS) | set(OUTPUT_COLUMNS)))
+COLUMN_NAMES = KNOWN_COLUMNS | nasty_text() | st.sampled_from(["Speedup", "spedup", " k "])
+COLUMNS_VALUES = (
+    st.lists(KNOWN_COLUMNS, min_size=1, max_size=8, unique=True).map(",".join)
+    | st.lists(KNOWN_COLUMNS, min_size=1, max_size=4, unique=True).map(" , ".join)
+    | st.lists(COLUMN_NAMES, min_size=0, max_size=6).map(",".join)
+    | st.lists(KNOWN_COLUMNS, min_size=1, max_size=3).map(lambda names: ",".join(names) + ",")
+)
+_WHOLE_SWEEP: list[pd.DataFrame] = []
+
+
+def _sweep_columns(value: str) -> pd.DataFrame:
+    argv = ["sweep", "--target", "llama-3.1-8b", "--gpu", "h100-sxm", "--method", "ngram"]
+    argv += [f"{f}={v}" for f, v in {**SWEEP_BASE, "--columns": value}.items()]
+    out = _cli([*argv, "--out", str(TMP / "sweep-columns.csv")])
+    names = [name.strip() for name in value.split(",")]
+    assert list(out.columns) == names, f"--columns {value!r} wrote {list(out.columns)}"
+    if not _WHOLE_SWEEP:
+        _WHOLE_SWEEP.append(_sweep("--k", SWEEP_BASE["--k"]))
+    pd.testing.assert_frame_equal(out, _WHOLE_SWEEP[0][names])
+    return out
+
+
+@FUZZ
+@given(value=COLUMNS_VALUES)
+def test_sweep_columns(value):
+    run_case(
+        "columns_flag",
+        lambda: _sweep_columns(value),
         refusals=(CliRefused,),
         refusal_check=_named,
     )

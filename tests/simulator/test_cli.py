@@ -700,3 +700,83 @@ def test_a_table_that_fills_its_last_block_exactly_is_read_whole(tmp_path, monke
         assert main(["predict", "--in", str(src), "--out", str(out)]) == 0
         got = pd.read_csv(out) if suffix == "csv" else pd.read_parquet(out)
         assert len(got) == 6
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_columns_writes_only_the_columns_named_in_their_order(tmp_path, suffix):
+    src = tmp_path / "s.csv"
+    src.write_text(GOOD)
+    whole, some = tmp_path / f"whole.{suffix}", tmp_path / f"some.{suffix}"
+    assert main(["predict", "--in", str(src), "--out", str(whole)]) == 0
+    names = " speedup, target ,k,status,cost_per_mtok_spec"
+    assert main(["predict", "--in", str(src), "--out", str(some), "--columns", names]) == 0
+    read = pd.read_csv if suffix == "csv" else pd.read_parquet
+    full, picked = read(whole), read(some)
+    assert list(picked.columns) == ["speedup", "target", "k", "status", "cost_per_mtok_spec"]
+    pd.testing.assert_frame_equal(picked, full[list(picked.columns)])
+
+
+def test_sweep_writes_only_the_columns_named(tmp_path):
+    out = tmp_path / "g.csv"
+    argv = ["sweep", "--target", "llama-3.1-8b", "--method", "eagle", "--gpu", "h100-sxm"]
+    argv += ["--k", "1-3", "--alpha", "0.7", "--batch", "1,8", "--out", str(out)]
+    assert main([*argv, "--columns", "k,batch_size,speedup"]) == 0
+    table = pd.read_csv(out)
+    assert list(table.columns) == ["k", "batch_size", "speedup"] and len(table) == 6
+    assert (table["speedup"] > 0).all()
+
+
+@pytest.mark.parametrize(
+    ("names", "needle"),
+    [
+        (
+            "speedup,spek_tok_s",
+            "'spek_tok_s' is not a column predict writes; did you mean spec_tok_s",
+        ),
+        ("speedup,,k", "holds an empty name"),
+        ("", "holds an empty name"),
+        ("k,speedup,k", "names 'k' twice"),
+        ("requests_per_day", "'requests_per_day' is not a column predict writes"),
+    ],
+    ids=["misspelt", "two-commas", "empty", "twice", "report-only"],
+)
+def test_bad_columns_are_refused_naming_the_flag_and_nothing_is_written(
+    tmp_path, capsys, names, needle
+):
+    src = tmp_path / "s.csv"
+    src.write_text(GOOD)
+    out = tmp_path / "p.parquet"
+    assert main(["predict", "--in", str(src), "--out", str(out), "--columns", names]) == 2
+    err = capsys.readouterr().err
+    assert "field '--columns'" in err and needle in err
+    assert not out.exists()
+
+
+def test_columns_with_report_is_refused(tmp_path, capsys):
+    src = tmp_path / "s.csv"
+    src.write_text(GOOD)
+    out = tmp_path / "r.csv"
+    argv = ["predict", "--in", str(src), "--out", str(out), "--report", "--columns", "speedup"]
+    assert main(argv) == 2
+    assert "columns are fixed" in capsys.readouterr().err and not out.exists()
+
+
+def test_the_columns_command_lists_every_output_a_columns_flag_may_name(capsys):
+    assert main(["columns"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for name in OUTPUT_COLUMNS:
+        assert name in text
+
+
+def test_one_empty_column_keeps_its_rows_in_csv(tmp_path):
+    src = tmp_path / "s.csv"
+    src.write_text(GOOD)
+    out = tmp_path / "p.csv"
+    assert main(["predict", "--in", str(src), "--out", str(out), "--columns", "draft"]) == 0
+    table = pd.read_csv(out, keep_default_na=False)
+    assert table["draft"].tolist() == ["llama-3.2-1b", "", ""]
+    # Empty on every row (each draft keeps its full context): blank lines, unless quoted.
+    argv = ["predict", "--in", str(src), "--out", str(out), "--columns", "draft_context_len"]
+    assert main(argv) == 0
+    table = pd.read_csv(out)
+    assert len(table) == 3 and table["draft_context_len"].isna().all()
