@@ -4,12 +4,12 @@ Prints, for a scenario CSV of `--n` rows (bench/sweep.py's table): the time
 `pandas.read_csv` takes to read it, in this process (pandas imported already) and as a
 command a user runs (`python -c "import pandas; pandas.read_csv(...)"`, start-up and
 imports included, as they are in every command below); `python -m simulator predict`
-from it to Parquet and
-to CSV (end to end, as a user runs it, with peak memory); the floor under those: the
-command line's writer writing the same predictions with no prediction at all; a sweep of about `--n` points
-to Parquet and to CSV; `python -m simulator --help`; and the CPU time of a one-row
-`predict` call. Ratios are to the read_csv times measured in the same run: a predict run
-against the in-process read, then against the command that reads the same file.
+from it to Parquet and to CSV (end to end, as a user runs it, with peak memory), with
+every column and with 12 (`--columns`); the floor under those: the command line's writer
+writing the same predictions with no prediction at all; a sweep of about `--n` points to
+Parquet and to CSV; `python -m simulator --help`; and the CPU time of a one-row `predict`
+call. Ratios are to the read_csv times measured in the same run: a predict run against
+the in-process read, then against the command that reads the same file.
 """
 
 from __future__ import annotations
@@ -80,6 +80,17 @@ def main() -> None:
             print(
                 f"predict CSV -> {suffix}: {wall:.2f} s = {wall / read_s:.1f} x read_csv, "
                 f"{wall / read_cmd:.1f} x the read_csv command, peak RSS {peak:,.0f} MB"
+            )
+        few = "target,method,draft,gpu,num_gpus,k,acceptance_rate,batch_size,speedup,"
+        few += "spec_tok_s,cost_per_mtok_spec,status"
+        for suffix in ("parquet", "csv"):
+            out = Path(tmp) / f"few.{suffix}"
+            argv = ["-m", "simulator", "predict", "--in", str(src), "--out", str(out)]
+            wall, peak = _run([*argv, "--columns", few])
+            print(
+                f"predict CSV -> {suffix}, 12 columns (--columns): {wall:.2f} s = "
+                f"{wall / read_s:.1f} x read_csv, {wall / read_cmd:.1f} x the read_csv command, "
+                f"peak RSS {peak:,.0f} MB"
             )
         for suffix, write_s in _write_floor(Path(tmp) / "predictions.parquet").items():
             print(
