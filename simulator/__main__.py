@@ -40,6 +40,10 @@ whatever the size of the table."""
 REQUESTS_PER_DAY = 2_000_000
 """Demand the --report economics price when neither the flag nor a row gives one: the
 dashboard's default (`app.widgets.DEFAULT_REQUESTS_PER_DAY`)."""
+COLUMNS_HELP = (
+    "write only these columns, in this order, e.g. target,k,batch_size,speedup "
+    "(inputs and outputs by name; `columns` lists them)"
+)
 EXIT_TERMINATED = 128 + signal.SIGTERM
 """Exit status after SIGTERM, as a shell reports a process it terminated."""
 
@@ -629,11 +633,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"requests per day the --report economics price (default {REQUESTS_PER_DAY:,}, "
         "the dashboard's)",
     )
-    p.add_argument(
-        "--columns",
-        help="write only these columns, in this order, e.g. target,k,batch_size,speedup "
-        "(inputs and outputs by name; `columns` lists them); not with --report",
-    )
+    p.add_argument("--columns", help=f"{COLUMNS_HELP}; not with --report")
     _common(p)
     p.set_defaults(func=cmd_predict)
     s = sub.add_parser("sweep", help="predict a grid of K, acceptance and batch")
@@ -655,11 +655,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"build a grid larger than {SWEEP_LIMIT:,} scenarios (about 750 bytes of CSV each)",
     )
-    s.add_argument(
-        "--columns",
-        help="write only these columns, in this order, e.g. target,k,batch_size,speedup "
-        "(inputs and outputs by name; `columns` lists them)",
-    )
+    s.add_argument("--columns", help=COLUMNS_HELP)
     _common(s)
     s.set_defaults(func=cmd_sweep)
     v = sub.add_parser(

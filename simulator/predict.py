@@ -16,10 +16,9 @@ numpy passes per piece, the break-even solve a fifth to a quarter of it; reorder
 given columns 0.03 s, copying each piece's outputs out 0.07 s and restoring the table's
 order 0.08 s. A second thread made it slower (the passes are too short for numpy's
 released GIL to pay for the contention: 1.6-1.8M rows/s on two threads against 2.0-2.1M
-on one, in one session), and a second process
-would hand its outputs back through shared memory, which this machine pages in 4 KiB at
-a time (352 MB of outputs: 0.35 s against 0.02 s for private huge pages), so the pieces
-run on one.
+on one, in one session), and a second process would hand its outputs back through shared
+memory, which this machine pages in 4 KiB at a time (352 MB of outputs: 0.35 s against
+0.02 s for private huge pages), so the pieces run on one.
 """
 
 from __future__ import annotations
