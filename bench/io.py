@@ -30,17 +30,20 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from sweep import scenarios  # noqa: E402
 
-REPEATS = 3
-"""Runs of each command and of the in-process read; the fastest counts (the machines are
-shared, and a neighbour only ever adds time)."""
+FEW_COLUMNS = (
+    "target,method,draft,gpu,num_gpus,k,acceptance_rate,batch_size,speedup,"
+    "spec_tok_s,cost_per_mtok_spec,status"
+)
+"""The 12 columns the `--columns` runs write."""
 
 
-def _run(argv: list[str]) -> tuple[float, float]:
-    """Wall seconds of the fastest of `REPEATS` runs of a child process, and that run's
-    peak RSS in MB (NaN without /usr/bin/time)."""
+def _run(argv: list[str], repeats: int) -> tuple[float, float]:
+    """Wall seconds of the fastest of `repeats` runs of a child process (the machines are
+    shared, and a neighbour only ever adds time), and that run's peak RSS in MB (NaN
+    without /usr/bin/time)."""
     timer = ["/usr/bin/time", "-f", "%M"] if Path("/usr/bin/time").exists() else []
     best = (float("inf"), float("nan"))
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         t0 = time.perf_counter()
         done = subprocess.run(
             [*timer, sys.executable, *argv], cwd=ROOT, check=True, capture_output=True, text=True
@@ -71,41 +74,32 @@ def _write_floor(predictions: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    global REPEATS
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--repeats", type=int, default=REPEATS, help="runs of each; the best")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each; the fastest")
     args = parser.parse_args()
-    REPEATS = max(1, args.repeats)
+    repeats = max(1, args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "scenarios.csv"
         scenarios(args.n).to_csv(src, index=False)
         read_s = float("inf")
-        for _ in range(REPEATS):
+        for _ in range(repeats):
             t0 = time.perf_counter()
             pd.read_csv(src)
             read_s = min(read_s, time.perf_counter() - t0)
-        read_cmd, _ = _run(["-c", f"import pandas; pandas.read_csv({str(src)!r})"])
+        read_cmd, _ = _run(["-c", f"import pandas; pandas.read_csv({str(src)!r})"], repeats)
         print(f"pandas.read_csv of {args.n:,} rows: {read_s:.2f} s in this process")
         print(f"the same as a command (python -c, imports included): {read_cmd:.2f} s")
-        for suffix in ("parquet", "csv"):
-            out = Path(tmp) / f"predictions.{suffix}"
-            wall, peak = _run(["-m", "simulator", "predict", "--in", str(src), "--out", str(out)])
-            print(
-                f"predict CSV -> {suffix}: {wall:.2f} s = {wall / read_s:.1f} x read_csv, "
-                f"{wall / read_cmd:.1f} x the read_csv command, peak RSS {peak:,.0f} MB"
-            )
-        few = "target,method,draft,gpu,num_gpus,k,acceptance_rate,batch_size,speedup,"
-        few += "spec_tok_s,cost_per_mtok_spec,status"
-        for suffix in ("parquet", "csv"):
-            out = Path(tmp) / f"few.{suffix}"
-            argv = ["-m", "simulator", "predict", "--in", str(src), "--out", str(out)]
-            wall, peak = _run([*argv, "--columns", few])
-            print(
-                f"predict CSV -> {suffix}, 12 columns (--columns): {wall:.2f} s = "
-                f"{wall / read_s:.1f} x read_csv, {wall / read_cmd:.1f} x the read_csv command, "
-                f"peak RSS {peak:,.0f} MB"
-            )
+        for label, extra in (("", []), (", 12 columns (--columns)", ["--columns", FEW_COLUMNS])):
+            for suffix in ("parquet", "csv"):
+                out = Path(tmp) / f"predictions{'-few' if extra else ''}.{suffix}"
+                argv = ["-m", "simulator", "predict", "--in", str(src), "--out", str(out)]
+                wall, peak = _run([*argv, *extra], repeats)
+                print(
+                    f"predict CSV -> {suffix}{label}: {wall:.2f} s = {wall / read_s:.1f} x "
+                    f"read_csv, {wall / read_cmd:.1f} x the read_csv command, "
+                    f"peak RSS {peak:,.0f} MB"
+                )
         for suffix, write_s in _write_floor(Path(tmp) / "predictions.parquet").items():
             print(
                 f"floor, the writer alone writing those predictions as {suffix}: {write_s:.2f} s "
@@ -119,10 +113,10 @@ def main() -> None:
                 "--gpu", "h100-sxm", "--k", "1-10", "--alpha", "0.5:0.99:0.01",
                 "--batch", f"1-{batches}", "--force", "--out", str(out),
             ]  # fmt: skip
-            wall, peak = _run(sweep)
+            wall, peak = _run(sweep, repeats)
             rows = 10 * 50 * batches
             print(f"sweep of {rows:,} points -> {suffix}: {wall:.2f} s, peak RSS {peak:,.0f} MB")
-    wall, _ = _run(["-m", "simulator", "--help"])
+    wall, _ = _run(["-m", "simulator", "--help"], repeats)
     print(f"python -m simulator --help: {wall:.2f} s")
     from simulator import predict
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import decimal
+import functools
 import io
 import tempfile
 from pathlib import Path
@@ -353,7 +354,12 @@ COLUMNS_VALUES = (
     | st.lists(COLUMN_NAMES, min_size=0, max_size=6).map(",".join)
     | st.lists(KNOWN_COLUMNS, min_size=1, max_size=3).map(lambda names: ",".join(names) + ",")
 )
-_WHOLE_SWEEP: list[pd.DataFrame] = []
+
+
+@functools.cache
+def _whole_sweep() -> pd.DataFrame:
+    """The sweep `_sweep_columns` picks from, every column, run once."""
+    return _sweep("--k", SWEEP_BASE["--k"])
 
 
 def _sweep_columns(value: str) -> pd.DataFrame:
@@ -362,9 +368,7 @@ def _sweep_columns(value: str) -> pd.DataFrame:
     out = _cli([*argv, "--out", str(TMP / "sweep-columns.csv")])
     names = [name.strip() for name in value.split(",")]
     assert list(out.columns) == names, f"--columns {value!r} wrote {list(out.columns)}"
-    if not _WHOLE_SWEEP:
-        _WHOLE_SWEEP.append(_sweep("--k", SWEEP_BASE["--k"]))
-    pd.testing.assert_frame_equal(out, _WHOLE_SWEEP[0][names])
+    pd.testing.assert_frame_equal(out, _whole_sweep()[names])
     return out
 
 
