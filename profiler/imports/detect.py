@@ -45,7 +45,7 @@ def detect(text: str, name: str) -> str:
         keys = set(obj) if isinstance(obj, dict) else set()
         if "median_decode_latency" in keys or "prefill_latency" in keys:
             return sglang_one_batch.FORMAT
-        if "avg_latency" in keys:
+        if "avg_latency" in keys or {"latencies", "percentiles"} <= keys:
             return vllm_latency.FORMAT
         if "performance" in keys:
             return trtllm_bench.FORMAT
