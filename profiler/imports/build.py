@@ -324,6 +324,31 @@ def build(
         draft=draft,
         k=k,
     )
-    raw["engine"]["fit"] = fit.summary()
+    raw["engine"]["fit"] = {
+        **fit.summary(),
+        "target": spec.id,
+        "gpu": gpu_spec.id,
+        "num_gpus": num_gpus,
+        "weight_dtype": dtype,
+        "draft": draft,
+        "k": k,
+    }
     profile = profile_from_dict(raw, "import")
     return Imported(profile, fit, tuple(notes), speedups(profile.serving_points))
+
+
+def refit(profile: Profile) -> EngineFit | None:
+    """The fit of an imported profile again, from the scenario its `engine.fit` records;
+    None for a profile that holds no serving points."""
+    fit = (profile.engine or {}).get("fit") or {}
+    if not len(profile.serving_points) or "target" not in fit:
+        return None
+    return fit_engine_step(
+        profile.serving_points,
+        str(fit["target"]),
+        str(fit["gpu"]),
+        num_gpus=int(fit.get("num_gpus") or 1),
+        weight_dtype=str(fit.get("weight_dtype") or "bf16"),
+        draft=str(fit.get("draft") or ""),
+        k=fit.get("k"),
+    )
