@@ -26,6 +26,7 @@ AS_RECORDED = "(as the files record it)"
 METHODS = ("eagle", "eagle3", "mtp", "medusa", "ngram", "draft_model")
 UPLOAD_KEY = "engine_upload"
 LAST_KEY = "engine_import_last"
+PICK_KEY = "your_engine_pick"
 """Session key: (profile name, summary lines) of the last import, shown again on return."""
 POINT_COLUMNS = {
     "source": "file",
@@ -62,20 +63,30 @@ def _import(files: tuple[tuple[str, bytes], ...], options: tuple) -> Imported:
 
 def _options(container) -> tuple:
     c = container.columns(3)
-    target = c[0].selectbox("Model", [AS_RECORDED, *sorted(sim.models())], key="engine_target")
-    gpu = c[1].selectbox("GPU", [AS_RECORDED, *sorted(sim.catalog_gpus())], key="engine_gpu")
+    target = c[0].selectbox(
+        "Model", [AS_RECORDED, *sorted(sim.models())], key="engine_target", persist_state="session"
+    )
+    gpu = c[1].selectbox(
+        "GPU", [AS_RECORDED, *sorted(sim.catalog_gpus())], key="engine_gpu", persist_state="session"
+    )
     method = c[2].selectbox(
-        "Speculative method of the server", [AS_RECORDED, *METHODS], key="engine_method"
+        "Speculative method of the server",
+        [AS_RECORDED, *METHODS],
+        key="engine_method",
+        persist_state="session",
     )
     d = container.columns([1, 1, 2])
-    k = d[0].number_input("K (0: as recorded)", 0, 16, 0, key="engine_k")
-    version = d[1].text_input("Engine version", "", max_chars=40, key="engine_version")
+    k = d[0].number_input("K (0: as recorded)", 0, 16, 0, key="engine_k", persist_state="session")
+    version = d[1].text_input(
+        "Engine version", "", max_chars=40, key="engine_version", persist_state="session"
+    )
     shapes = d[2].text_area(
         "vllm bench latency shapes, one per file: NAME=BATCH,INPUT,OUTPUT",
         "",
         max_chars=2000,
         height=80,
         key="engine_shapes",
+        persist_state="session",
         help="Its JSON does not record --batch-size, --input-len or --output-len.",
     )
     return _given(target), _given(gpu), version.strip(), _given(method), int(k) or None, shapes
@@ -115,7 +126,12 @@ def upload_section() -> None:
                 widgets.show_error(exc, "Rejected")
                 return
             name = _profile_name(imported)
-            sim.uploaded_profiles()[name] = profile_to_json(imported.profile).encode()
+            data = profile_to_json(imported.profile).encode()
+            store = sim.uploaded_profiles()
+            if store.get(name) != data:
+                # A new import: the Validation page shows it next.
+                st.session_state[PICK_KEY] = sim.UPLOADED + name
+            store[name] = data
             st.session_state[LAST_KEY] = name
             _show(imported, name)
         elif LAST_KEY in st.session_state:
@@ -184,7 +200,9 @@ def validation_section() -> None:
         )
         return
     labels = list(found)
-    label = st.selectbox("Engine profile", labels, index=len(labels) - 1, key="your_engine_pick")
+    if st.session_state.get(PICK_KEY) not in labels:
+        st.session_state[PICK_KEY] = labels[-1]
+    label = st.selectbox("Engine profile", labels, key=PICK_KEY, persist_state="session")
     key, profile = found[label]
     try:
         fit = _refit(key, profile)
