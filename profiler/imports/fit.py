@@ -73,11 +73,19 @@ class EngineFit:
     def lines(self) -> list[str]:
         if self.fitted_ms is None:
             return [f"{self.term}: not fitted (no serving point could be priced)"]
-        return [
+        lines = [
             f"{self.term}: {self.default_ms:g} ms (default) -> {self.fitted_ms:.3f} ms fitted "
             f"on {self.points} serving point(s); their median |TPOT error| "
             f"{self.median_abs_error_before:.1%} before, {self.median_abs_error_after:.1%} after"
         ]
+        if self.fitted_ms <= SEARCH_MS[0] + 1e-3:
+            lines.append(
+                f"{self.term} ended at 0: the model prices these points slower than the engine "
+                "ran them even without host cost; the rest of the gap is in the step times"
+            )
+        elif self.fitted_ms >= SEARCH_MS[1] - 1e-3:
+            lines.append(f"{self.term} ended at its bound, {SEARCH_MS[1]:g} ms: check the units")
+        return lines
 
 
 def method_name(raw: str) -> str:
