@@ -337,3 +337,27 @@ def test_cli_import_without_gpu_asks_for_it(tmp_path, capsys):
         main(["import", str(FIXTURES / SERVE[0]), "--out", str(tmp_path / "p.json")])
     assert exc.value.code == 2
     assert "--gpu" in capsys.readouterr().err
+
+
+def test_an_imported_profile_calibrates_the_engine_cost_on_its_gpu_only():
+    from simulator.calibration import Calibration, summary
+    from simulator.predict import predict
+
+    imported = build([parsed(n) for n in SERVE], gpu="h200", method="eagle3")
+    cal = Calibration.from_profiles([imported.profile])
+    assert cal.engine_steps == {"h200": pytest.approx(imported.fit.fitted_ms)}
+    assert any("engine host cost" in line for line in summary(cal))
+    rows = pd.DataFrame(
+        {
+            "target": ["llama-3.1-8b"] * 2,
+            "gpu": ["h200", "h100-sxm"],
+            "batch_size": [16, 16],
+            "prompt_len": [1024, 1024],
+            "output_len": [256, 256],
+        }
+    )
+    plain, calibrated = predict(rows), predict(rows, calibration=cal)
+    # The baseline point the fit was made on now predicts its measured TPOT.
+    assert calibrated["baseline_tpot_ms"][0] == pytest.approx(8.62, rel=1e-3)
+    assert plain["baseline_tpot_ms"][0] != pytest.approx(8.62, rel=0.02)
+    assert calibrated["baseline_tpot_ms"][1] == plain["baseline_tpot_ms"][1]
