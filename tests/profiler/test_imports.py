@@ -5,6 +5,7 @@ tests/profiler/fixtures/uploads/README.md."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -13,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from profiler.cli import main
 from profiler.imports import detect, parse_file
@@ -361,3 +364,43 @@ def test_an_imported_profile_calibrates_the_engine_cost_on_its_gpu_only():
     assert calibrated["baseline_tpot_ms"][0] == pytest.approx(8.62, rel=1e-3)
     assert plain["baseline_tpot_ms"][0] != pytest.approx(8.62, rel=0.02)
     assert calibrated["baseline_tpot_ms"][1] == plain["baseline_tpot_ms"][1]
+
+
+# ------------------------------------------------------------------ never a traceback
+
+_ODD = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+)
+JSON_FIXTURES = [SGL, LAT, *SERVE, TRT]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    name=st.sampled_from(JSON_FIXTURES),
+    pick=st.integers(min_value=0, max_value=10**6),
+    value=_ODD,
+)
+def test_any_field_of_any_value_is_read_or_refused_with_a_message(name, pick, value):
+    """Every top-level field of each JSON fixture set to an odd value (null, a boolean, a
+    huge or non-finite number, text, a list, an object): the parser reads it or raises
+    InputError, never another exception."""
+    text = data(name).decode()
+    first = text.splitlines()[0] if name.endswith(".jsonl") else text
+    obj = json.loads(first)
+    key = sorted(obj)[pick % len(obj)]
+    obj[key] = value
+    raw = json.dumps(obj).encode()
+    try:
+        p = parse_file(raw, name, shape=LATENCY.get(name))
+    except InputError as exc:
+        assert exc.file == name
+        return
+    if p.serving:
+        with contextlib.suppress(InputError):
+            build([p], target="llama-3.1-8b", gpu="h200", method="eagle3", k=3)
