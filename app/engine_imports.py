@@ -190,7 +190,8 @@ def validation_section() -> None:
         "speculators' throughput_interactivity CSV), uploaded on the Profiles page or "
         "imported with `python -m profiler import`. The fit moves one term, the engine's "
         "host cost per step, to match the plain points; speculative points are then "
-        "predicted with it. Error = predicted / measured - 1."
+        "predicted with it. Choosing the profile on the Profiles page applies the fitted "
+        "cost to every scenario on its GPU. Error = predicted / measured - 1."
     )
     found = _engine_profiles()
     if not found:
