@@ -134,7 +134,7 @@ def upload_section() -> None:
             store[name] = data
             st.session_state[LAST_KEY] = name
             _show(imported, name)
-        elif LAST_KEY in st.session_state:
+        elif st.session_state.get(LAST_KEY) in sim.uploaded_profiles():
             st.caption("The last import stays among the uploaded profiles above.")
 
 

@@ -82,11 +82,9 @@ def resolve_gpu(parsed: list[Parsed], gpu: str, gpus: dict[str, GPUSpec]) -> GPU
                 f"unknown GPU id '{gpu[:80]}' (known: {', '.join(sorted(gpus))})", field="--gpu"
             )
         return gpus[gpu]
-    ids = {match_gpu_id(p.gpu, "cuda") for p in parsed if p.gpu}
-    ids = {i if i in gpus else gpus.get(i, i) for i in ids}
-    known = {i for i in ids if isinstance(i, str) and i in gpus}
-    if len(known) == 1 and len(ids) == 1:
-        return gpus[known.pop()]
+    ids = {p.gpu if p.gpu in gpus else match_gpu_id(p.gpu, "cuda") for p in parsed if p.gpu}
+    if len(ids) == 1 and (gid := next(iter(ids))) in gpus:
+        return gpus[gid]
     names = ", ".join(sorted({p.source for p in parsed}))
     raise InputError(
         f"{names}: the GPU is not recorded or not in the catalog ("

@@ -404,3 +404,18 @@ def test_any_field_of_any_value_is_read_or_refused_with_a_message(name, pick, va
     if p.serving:
         with contextlib.suppress(InputError):
             build([p], target="llama-3.1-8b", gpu="h200", method="eagle3", k=3)
+
+
+def test_vllm_serve_metadata_names_gpu_version_and_method():
+    """`vllm bench serve --metadata gpu=h200 vllm_version=0.11.0 method=eagle3` puts those
+    keys at the top of the result: no flag is needed then."""
+    files = []
+    for name in SERVE:
+        obj = json.loads(data(name))
+        obj.update(gpu="h200", vllm_version="0.11.0", method="eagle3")
+        files.append(parse_file(json.dumps(obj).encode(), name))
+    imported = build(files)
+    assert imported.profile.engine["version"] == "0.11.0"
+    assert imported.profile.device.name.startswith("NVIDIA H200")
+    assert imported.profile.serving_points["method"].tolist() == ["", "eagle3"]
+    assert imported.fit.table["predicted_after_ms"].notna().all()
