@@ -27,6 +27,7 @@ METHODS = ("eagle", "eagle3", "mtp", "medusa", "ngram", "draft_model")
 UPLOAD_KEY = "engine_upload"
 LAST_KEY = "engine_import_last"
 PICK_KEY = "your_engine_pick"
+TOGGLE_KEY = "engine_upload_on"
 """Session key: (profile name, summary lines) of the last import, shown again on return."""
 POINT_COLUMNS = {
     "source": "file",
@@ -104,10 +105,15 @@ def _profile_name(imported: Imported) -> str:
 
 def upload_section() -> None:
     """Upload an engine's benchmark results; the profile they make joins the uploads."""
-    with st.expander(
+    # A toggle, not an expander: a collapsed expander still puts its uploader in the page,
+    # a second file input beside the profile uploader.
+    if not st.toggle(
         "Upload your engine's own benchmark results (SGLang, vLLM, TensorRT-LLM, speculators)",
-        expanded=bool(st.session_state.get(UPLOAD_KEY)) or LAST_KEY in st.session_state,
+        key=TOGGLE_KEY,
+        persist_state="session",
     ):
+        return
+    with st.container(border=True):
         st.text("Formats read (told from the content):\n" + "\n".join(FORMATS.values()))
         uploads = st.file_uploader(
             "Benchmark result files of one engine",

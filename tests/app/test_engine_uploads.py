@@ -36,7 +36,14 @@ def _slower_baseline() -> tuple[str, bytes, str]:
     return "slow_baseline.json", json.dumps(obj).encode(), "application/json"
 
 
+def _open(at):
+    at.toggle(key="engine_upload_on").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+
+
 def _upload(at, files, *, gpu="h200", method="eagle3"):
+    if not at.toggle(key="engine_upload_on").value:
+        _open(at)
     at.selectbox(key="engine_gpu").set_value(gpu)
     at.selectbox(key="engine_method").set_value(method)
     at.file_uploader(key="engine_upload").set_value(list(files)).run()
@@ -84,6 +91,7 @@ def test_an_uploaded_serve_pair_moves_the_your_engine_row(app):
 
 def test_an_engine_profile_can_calibrate_every_page(app):
     at = app("profiles")
+    _open(at)
     at.selectbox(key="engine_target").set_value("llama-3.1-8b")
     _upload(at, [_sglang()])
     assert any("6 forwards" in s.value for s in at.success)
@@ -129,3 +137,10 @@ def test_nothing_from_a_file_is_rendered_as_markup(app):
     assert shown(ok.value).count(name) == 1  # every character escaped, shown as written
     assert "\\*\\*bold\\*\\*" in ok.value and "\\<img" in ok.value
     assert "\\<script\\>" in ok.value and "<script>" not in ok.value
+
+
+def test_the_engine_uploader_shows_only_when_asked_for(app):
+    at = app("profiles")
+    assert len(at.get("file_uploader")) == 1  # the profile uploader alone
+    _open(at)
+    assert len(at.get("file_uploader")) == 2
