@@ -15,7 +15,7 @@ import streamlit as st
 from app import figures_validation as fv
 from app import sim, widgets
 from profiler.imports import FORMATS, parse_file
-from profiler.imports.build import Imported, build, refit
+from profiler.imports.build import Imported, build, refit, speedups
 from profiler.imports.cli import parse_shapes
 from profiler.imports.common import MAX_FILE_BYTES
 from profiler.imports.fit import EngineFit
@@ -231,5 +231,12 @@ def validation_section() -> None:
         m[1].metric("median |TPOT error| before fit", f"{fit.median_abs_error_before:.1%}")
         m[2].metric("after fit", f"{fit.median_abs_error_after:.1%}")
     st.dataframe(_points(fit), hide_index=True, key="your_engine")
+    pairs = speedups(profile.serving_points, fit.table)
+    if len(pairs):
+        st.markdown(
+            "**Speedups**: speculative against plain at the same load, measured and "
+            "predicted (TPOT) with the default engine costs and with the host cost fitted"
+        )
+        st.dataframe(pairs.round(3), hide_index=True, key="your_engine_speedups")
     if fit.table["predicted_before_ms"].notna().any():
         st.plotly_chart(fv.engine_tpot(fit.table), key="your_engine_scatter")

@@ -192,48 +192,48 @@ def _model_entry(spec: ModelSpec, dtype: str) -> dict:
     }
 
 
-def speedups(points: pd.DataFrame) -> pd.DataFrame:
-    """Speculative points paired with a plain one at the same load: measured speedup
-    (output tokens/s) and TPOT ratio, with the acceptance length."""
+SPEEDUP_COLUMNS = (
+    "concurrency",
+    "request_rate",
+    "acceptance_length",
+    "throughput_speedup",
+    "tpot_speedup",
+    "predicted_before",
+    "predicted_after",
+    "baseline",
+    "speculative",
+)
+
+
+def speedups(points: pd.DataFrame, fit: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Speculative points paired with a plain one at the same load: the measured speedup
+    (output tokens/s, and TPOT) with the acceptance length, and with `fit` (an
+    `EngineFit.table` of the same points) the TPOT speedup predicted before and after the
+    fit."""
     rows = []
-    plain = points[~points["speculative"]]
-    for _, s in points[points["speculative"]].iterrows():
-        same = plain[
-            (
-                plain["concurrency"].fillna(-1)
-                == (-1 if pd.isna(s["concurrency"]) else s["concurrency"])
-            )
-            & (
-                plain["request_rate"].fillna(-1)
-                == (-1 if pd.isna(s["request_rate"]) else s["request_rate"])
-            )
-        ]
-        if same.empty:
+    load = points[["concurrency", "request_rate"]].fillna(-1.0)
+    for i in points.index[points["speculative"]]:
+        same = points.index[~points["speculative"] & (load == load.loc[i]).all(axis=1)]
+        if not len(same):
             continue
-        b = same.iloc[0]
-        rows.append(
-            {
-                "concurrency": s["concurrency"],
-                "request_rate": s["request_rate"],
-                "acceptance_length": s["acceptance_length"],
-                "throughput_speedup": s["output_tok_s"] / b["output_tok_s"],
-                "tpot_speedup": b["tpot_ms"] / s["tpot_ms"],
-                "baseline": b["source"],
-                "speculative": s["source"],
-            }
-        )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "concurrency",
-            "request_rate",
-            "acceptance_length",
-            "throughput_speedup",
-            "tpot_speedup",
-            "baseline",
-            "speculative",
-        ],
-    )
+        b, s = points.loc[same[0]], points.loc[i]
+        row = {
+            "concurrency": s["concurrency"],
+            "request_rate": s["request_rate"],
+            "acceptance_length": s["acceptance_length"],
+            "throughput_speedup": s["output_tok_s"] / b["output_tok_s"],
+            "tpot_speedup": b["tpot_ms"] / s["tpot_ms"],
+            "predicted_before": float("nan"),
+            "predicted_after": float("nan"),
+            "baseline": b["source"],
+            "speculative": s["source"],
+        }
+        if fit is not None:
+            for when in ("before", "after"):
+                col = f"predicted_{when}_ms"
+                row[f"predicted_{when}"] = fit.loc[same[0], col] / fit.loc[i, col]
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(SPEEDUP_COLUMNS))
 
 
 def build(
@@ -332,7 +332,7 @@ def build(
         "k": k,
     }
     profile = profile_from_dict(raw, "import")
-    return Imported(profile, fit, tuple(notes), speedups(profile.serving_points))
+    return Imported(profile, fit, tuple(notes), speedups(profile.serving_points, fit.table))
 
 
 def refit(profile: Profile) -> EngineFit | None:

@@ -76,6 +76,9 @@ def test_an_uploaded_serve_pair_moves_the_your_engine_row(app):
     assert plain["predicted, default costs (ms)"] != pytest.approx(8.62, abs=0.05)
     assert spec["measured TPOT (ms)"] == 5.21 and not spec["fitted on"]
     first = spec["predicted, host cost fitted (ms)"]
+    pairs = next(d.value for d in at.dataframe if "tpot_speedup" in d.value.columns)
+    assert pairs["tpot_speedup"].tolist() == [pytest.approx(8.62 / 5.21, abs=1e-3)]
+    assert pairs["predicted_after"].iloc[0] == pytest.approx(8.62 / first, abs=2e-3)
 
     # A slower engine, uploaded next, moves the row: its plain point, the fitted host
     # cost and with it the speculative prediction.

@@ -112,6 +112,8 @@ def test_vllm_serve_pair_is_a_measured_speedup_with_its_acceptance():
     row = imported.speedups.iloc[0]
     assert row["throughput_speedup"] == pytest.approx(spec.output_tok_s / plain.output_tok_s)
     assert row["tpot_speedup"] == pytest.approx(8.62 / 5.21)
+    after = imported.fit.table["predicted_after_ms"].tolist()
+    assert row["predicted_after"] == pytest.approx(after[0] / after[1])
 
 
 def test_trtllm_bench_report_records_model_gpu_and_version():
