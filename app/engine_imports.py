@@ -141,7 +141,7 @@ def upload_section() -> None:
             st.session_state[LAST_KEY] = name
             _show(imported, name)
         elif st.session_state.get(LAST_KEY) in sim.uploaded_profiles():
-            st.caption("The last import stays among the uploaded profiles above.")
+            st.caption("The last import stays among the uploaded profiles (the table below).")
 
 
 def _show(imported: Imported, name: str) -> None:

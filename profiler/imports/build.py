@@ -263,55 +263,18 @@ def build(
     spec = resolve_model(parsed, target, models)
     gpu_spec = resolve_gpu(parsed, gpu, gpus)
     dtype = next((p.dtype for p in parsed if p.dtype), "bf16")
-    notes = [n for p in parsed for n in p.notes]
-    steps = [s for p in parsed for s in p.steps]
-    lat_steps, lat_notes = latency_steps([r for p in parsed for r in p.latency_runs])
-    steps += lat_steps
-    notes += lat_notes
-    serving = [s.row() for p in parsed for s in p.serving]
-    for row in serving:
-        if row["speculative"] and method:
-            row["method"] = method
-        if row["speculative"] and row["k"] is None and k is not None:
-            row["k"] = k
-    if not steps and not serving:
-        raise InputError(
-            "nothing to import: " + ("; ".join(notes) or "no step and no serving point"),
-            file=", ".join(p.source for p in parsed),
-        )
+    steps, serving, notes = _contents(parsed, method, k)
     versions = sorted({p.version for p in parsed if p.version})
-    formats = sorted({p.format for p in parsed})
     num_gpus = max(p.num_gpus for p in parsed)
-    raw = {
-        "schema": SCHEMA,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": command,
-        "device": {
-            "name": gpu_spec.name,
-            "kind": "cuda",
-            "memory_bytes": int(gpu_spec.memory_gb * 2**30),
-            "driver": None,
-            "torch_version": "n/a (measured by the engine)",
-            "cpu_threads": None,
-        },
-        "settings": {
-            "dtype": dtype,
-            "warmup": 0,
-            "repeats": 1,
-            "min_time_s": 0.0,
-            "cuda_graphs": True,
-        },
-        "models": [_model_entry(spec, dtype)],
-        "measurements": _measurements(spec.id, steps),
-        "engine": {
-            "name": engines.pop(),
-            "version": engine_version or ", ".join(versions) or "unrecorded",
-            "format": ", ".join(formats),
-            "files": [p.source for p in parsed],
-            "notes": "; ".join(notes),
-        },
-        "serving_points": serving,
+    raw = _document(spec, gpu_spec, dtype, steps, command)
+    raw["engine"] = {
+        "name": engines.pop(),
+        "version": engine_version or ", ".join(versions) or "unrecorded",
+        "format": ", ".join(sorted({p.format for p in parsed})),
+        "files": [p.source for p in parsed],
+        "notes": "; ".join(notes),
     }
+    raw["serving_points"] = serving
     profile = profile_from_dict(raw, "import")
     fit = fit_engine_step(
         profile.serving_points,
@@ -333,6 +296,54 @@ def build(
     }
     profile = profile_from_dict(raw, "import")
     return Imported(profile, fit, tuple(notes), speedups(profile.serving_points, fit.table))
+
+
+def _contents(parsed: list[Parsed], method: str, k: int | None):
+    """(steps, serving rows, notes) of the files; `method` and `k` fill in what a
+    speculating server's result did not record."""
+    notes = [n for p in parsed for n in p.notes]
+    steps = [s for p in parsed for s in p.steps]
+    lat_steps, lat_notes = latency_steps([r for p in parsed for r in p.latency_runs])
+    steps += lat_steps
+    notes += lat_notes
+    serving = [s.row() for p in parsed for s in p.serving]
+    for row in serving:
+        if row["speculative"] and method:
+            row["method"] = method
+        if row["speculative"] and row["k"] is None and k is not None:
+            row["k"] = k
+    if not steps and not serving:
+        raise InputError(
+            "nothing to import: " + ("; ".join(notes) or "no step and no serving point"),
+            file=", ".join(p.source for p in parsed),
+        )
+    return steps, serving, notes
+
+
+def _document(spec: ModelSpec, gpu_spec: GPUSpec, dtype: str, steps, command: str) -> dict:
+    """The profile document without its engine parts."""
+    return {
+        "schema": SCHEMA,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": command,
+        "device": {
+            "name": gpu_spec.name,
+            "kind": "cuda",
+            "memory_bytes": int(gpu_spec.memory_gb * 2**30),
+            "driver": None,
+            "torch_version": "n/a (measured by the engine)",
+            "cpu_threads": None,
+        },
+        "settings": {
+            "dtype": dtype,
+            "warmup": 0,
+            "repeats": 1,
+            "min_time_s": 0.0,
+            "cuda_graphs": True,
+        },
+        "models": [_model_entry(spec, dtype)],
+        "measurements": _measurements(spec.id, steps),
+    }
 
 
 def refit(profile: Profile) -> EngineFit | None:
