@@ -568,6 +568,12 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
                 )
                 src_d = np.where(np.isnan(d_round), src_d, "in-loop")
             described = calibration.describe(src_t, src_v, src_d)
+            if np.any(host_shift != 0):  # an engine's fitted host cost (profiler import)
+                host = np.broadcast_to(host_shift != 0, (n,))
+                pairs = zip(described, host, strict=True)
+                described = np.array(
+                    [f"{d} host:fitted".lstrip() if h else d for d, h in pairs], dtype=object
+                )
             labels = np.where(described == "", "roofline", described)
         if spec_on:
             d_step = drafts.get_draft_step_ms(

@@ -366,6 +366,7 @@ def test_an_imported_profile_calibrates_the_engine_cost_on_its_gpu_only():
     assert calibrated["baseline_tpot_ms"][0] == pytest.approx(8.62, rel=1e-3)
     assert plain["baseline_tpot_ms"][0] != pytest.approx(8.62, rel=0.02)
     assert calibrated["baseline_tpot_ms"][1] == plain["baseline_tpot_ms"][1]
+    assert calibrated["latency_source"].tolist() == ["host:fitted", "roofline"]
 
 
 # ------------------------------------------------------------------ never a traceback
