@@ -147,3 +147,18 @@ def test_the_engine_uploader_shows_only_when_asked_for(app):
     assert len(at.get("file_uploader")) == 1  # the profile uploader alone
     _open(at)
     assert len(at.get("file_uploader")) == 2
+
+
+def test_calibrating_with_an_engine_profile_applies_its_host_cost(app):
+    at = app("profiles")
+    _upload(at, [_file(n) for n in SERVE])
+    label = "uploaded: vllm-import-vllm_serve_c16_baseline.json"
+    at.selectbox(key="calibrate_with").set_value(label).run()
+    assert not at.exception
+    from profiler.imports import parse_file
+    from profiler.imports.build import build
+
+    parsed = [parse_file((FIXTURES / n).read_bytes(), n) for n in SERVE]
+    fitted = build(parsed, gpu="h200", method="eagle3").fit.fitted_ms
+    lines = [c.value for c in at.caption if "engine host cost" in c.value]
+    assert lines and "h200" in lines[0] and f"{fitted:.3f} ms" in lines[0]
