@@ -422,3 +422,10 @@ def test_vllm_serve_metadata_names_gpu_version_and_method():
     assert imported.profile.device.name.startswith("NVIDIA H200")
     assert imported.profile.serving_points["method"].tolist() == ["", "eagle3"]
     assert imported.fit.table["predicted_after_ms"].notna().all()
+
+
+def test_vllm_serve_append_result_is_one_object_a_line():
+    """`--append-result` writes each run's JSON object on its own line."""
+    lines = b"\n".join(json.dumps(json.loads(data(n))).encode() for n in SERVE)
+    p = parse_file(lines, "appended.json")
+    assert [pt.speculative for pt in p.serving] == [False, True]
