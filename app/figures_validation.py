@@ -295,3 +295,57 @@ def acceptance_by_position(df: pd.DataFrame) -> go.Figure:
             yaxis={"range": [0, 1.02]},
         ),
     )
+
+
+def engine_tpot(table: pd.DataFrame) -> go.Figure:
+    """Your engine: predicted TPOT (ms) against the engine's measured TPOT, with the
+    default engine costs (hollow) and with the per-step host cost fitted (filled); one
+    point per serving load (`profiler.imports.fit.EngineFit.table`)."""
+    priced = table[table["predicted_before_ms"].notna()]
+    labels = [
+        html.escape(
+            f"{s} · {'speculative' if spec else 'plain'} · "
+            + (f"concurrency {c:g}" if pd.notna(c) else f"{r:g} req/s")
+        )
+        for s, spec, c, r in zip(
+            priced["source"],
+            priced["speculative"],
+            priced["concurrency"],
+            priced["request_rate"],
+            strict=True,
+        )
+    ]
+    measured = priced["measured_tpot_ms"].to_numpy(float)
+    top = float(np.nanmax([measured.max(initial=1.0), priced["predicted_before_ms"].max()]))
+    traces = [
+        go.Scatter(
+            x=[0, top * 1.1],
+            y=[0, top * 1.1],
+            mode="lines",
+            line={"dash": "dash", "color": "#888"},
+            name="predicted = measured",
+            hoverinfo="skip",
+        )
+    ]
+    for column, name, symbol in (
+        ("predicted_before_ms", "default engine costs", "circle-open"),
+        ("predicted_after_ms", "host cost fitted", "circle"),
+    ):
+        traces.append(
+            go.Scatter(
+                x=measured,
+                y=priced[column].to_numpy(float),
+                mode="markers",
+                marker={"symbol": symbol, "size": 10},
+                name=name,
+                text=labels,
+                hovertemplate="%{text}<br>measured %{x:.2f} ms, predicted %{y:.2f} ms",
+            )
+        )
+    layout = frame(
+        "Your engine: TPOT predicted against measured",
+        "measured TPOT (ms)",
+        "predicted TPOT (ms)",
+        hovermode="closest",
+    )
+    return go.Figure(data=traces, layout=layout)

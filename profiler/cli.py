@@ -1,11 +1,12 @@
-"""`python -m profiler run|info|check-extrapolation|train-pair|validate|serve-bench`.
+"""`python -m profiler run|info|check-extrapolation|train-pair|validate|serve-bench|import`.
 
 `run` measures step latency on this machine and writes a `specplan.profile/v1` JSON file and
 the same measurements as CSV next to it (same stem). `train-pair` trains the byte-level
 draft/target pair (`profiler.groundtruth.train_pair`); `validate` runs real speculative
 decoding with it against the simulator's prediction (`profiler.groundtruth.validate`);
 `serve-bench` serves Poisson arrivals with it in a continuous-batching loop against the
-request-level simulation (`profiler.groundtruth.serve_bench`).
+request-level simulation (`profiler.groundtruth.serve_bench`). `import` reads an engine's own
+benchmark results into a profile (`profiler.imports`).
 
 Every flag is checked against its limit (`profiler.options`) before torch is imported; a bad
 one exits with status 2 and a message naming the flag. `run` writes its files atomically (a
@@ -287,6 +288,9 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
             import importlib
 
             importlib.import_module(f"profiler.groundtruth.{module_name}").add_arguments(p)
+    from profiler.imports import cli as import_cli
+
+    import_cli.add_parser(sub)
     return parser
 
 
@@ -796,6 +800,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args, argv)
         if args.command == "info":
             return cmd_info(args)
+        if args.command == "import":
+            from profiler.imports.cli import run_from_args
+
+            return run_from_args(args, argv)
         if args.command == "train-pair":
             from profiler.groundtruth import train_pair
 

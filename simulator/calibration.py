@@ -219,6 +219,10 @@ class Calibration:
     """(gpu id, target id, draft id, weight dtype) -> the draft's in-loop forward times."""
     warnings: list[str] = field(default_factory=list)
     """What calibration changed in the measurements, one line each (shown by `summary`)."""
+    engine_steps: dict[str, float] = field(default_factory=dict)
+    """Per device: the engine's host cost per step in ms, fitted to its own serving
+    benchmarks (a profile's `engine.fit`, written by `profiler import`); replaces
+    `engine_step_ms` there."""
 
     @classmethod
     def from_profiles(
@@ -240,6 +244,7 @@ class Calibration:
         for p in profiles:
             gid = gpu_id or match_gpu_id(p.device.name, p.device.kind)
             cal._add_loops(gid, p.settings.dtype, p.draft_in_loop)
+            cal._add_engine_step(p, gpu_id, catalog_gpus)
         for gid, entries in by_device.items():
             t_all, b_all, f_all, l_all = [], [], [], []
             for p, pm in entries:
@@ -329,6 +334,29 @@ class Calibration:
             f"timed faster than the decode step at the same batch and context (up to "
             f"{worst:.0%} faster); they are priced at the decode step's time"
         )
+
+    def _add_engine_step(self, p: Profile, gpu_id: str | None, catalog_gpus) -> None:
+        """The fitted host cost per step of an imported engine profile, on the GPU its fit
+        priced (the catalog id it records), else on the profile's device."""
+        fit = (p.engine or {}).get("fit") or {}
+        ms = fit.get("fitted_ms")
+        if isinstance(ms, bool) or not isinstance(ms, int | float) or not 0 <= ms <= 1e3:
+            return
+        recorded = fit.get("gpu")
+        gid = gpu_id or (
+            recorded
+            if isinstance(recorded, str) and recorded in catalog_gpus
+            else match_gpu_id(p.device.name, p.device.kind)
+        )
+        self.engine_steps[gid] = float(ms)
+
+    def engine_step_ms(self, gpu_ids, default: float) -> np.ndarray:
+        """Host cost of one engine step per row (ms): the fitted one on devices with an
+        engine fit, `default` elsewhere."""
+        out = np.full(len(gpu_ids), float(default))
+        for gid, ms in self.engine_steps.items():
+            out[gpu_ids == gid] = ms
+        return out
 
     def _add_loops(self, gid: str, dtype: str, rows) -> None:
         for (tid, did), g in rows.groupby(["target", "draft"], sort=False):
@@ -519,6 +547,11 @@ def summary(cal: Calibration) -> list[str]:
     return (
         [_describe_fit(gid, f) for gid, f in cal.fits.items()]
         + [_describe_fit(f"{gid} / {mid}", f) for (gid, mid), f in cal.model_fits.items()]
+        + [
+            f"{gid}: engine host cost {ms:.3f} ms per step, fitted to the engine's serving "
+            f"benchmarks (default {DEFAULTS.engine_step_ms:g})"
+            for gid, ms in cal.engine_steps.items()
+        ]
         + [f"warning: {w}" for w in cal.warnings]
     )
 

@@ -495,6 +495,7 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
     over_d = defaults.draft_forward_overhead_ms
     over_head = defaults.head_forward_overhead_ms
     hw_d = hw
+    host_shift = 0.0  # the engine's fitted host cost per step, less the default
     if calibration is not None:
         target_ids = np.array(sc.categories["target"], dtype=object)[t_code].astype(str)
         draft_ids = np.array(sc.categories["draft"], dtype=object)[d_code].astype(str)
@@ -513,6 +514,8 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
         over_t = calibration.overhead_ms(gpu_ids, t.num_layers, over_t, target_ids)
         over_d = calibration.overhead_ms(gpu_ids, d.num_layers, over_d, draft_ids)
         over_head = calibration.overhead_ms(gpu_ids, 1.0, over_head, target_ids)
+        step = defaults.engine_step_ms
+        host_shift = calibration.engine_step_ms(gpu_ids, step) - step
     in_steady = _mask(codes["serving"] == SERVING_MODES.index("steady"))
     sampled = _mask(val["temperature"] > 0)
     draft_forwards = k if is_draft else 0.0
@@ -565,6 +568,12 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
                 )
                 src_d = np.where(np.isnan(d_round), src_d, "in-loop")
             described = calibration.describe(src_t, src_v, src_d)
+            if np.any(host_shift != 0):  # an engine's fitted host cost (profiler import)
+                host = np.broadcast_to(host_shift != 0, (n,))
+                pairs = zip(described, host, strict=True)
+                described = np.array(
+                    [f"{d} host:fitted".lstrip() if h else d for d, h in pairs], dtype=object
+                )
             labels = np.where(described == "", "roofline", described)
         if spec_on:
             d_step = drafts.get_draft_step_ms(
@@ -599,14 +608,15 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
             defaults,
             efficiency=hw.prefill_efficiency,
         )
-        host_base = steady.get_engine_step_ms(b_base, defaults)
+        host_base = steady.get_engine_step_ms(b_base, defaults) + host_shift
         base_step = t_step + pf_base_ms + host_base
         if spec_on:
             pf_spec = _if(
                 in_steady, steady.get_prefill_tokens_per_step(b_spec, tau, prompt, output), 0.0
             )
             pf_spec_ms = spec_prefill_ms(pf_spec)
-            host_spec = steady.get_engine_step_ms(b_spec, defaults) + steady.get_engine_round_ms(
+            host_spec = host_shift + steady.get_engine_step_ms(b_spec, defaults)
+            host_spec = host_spec + steady.get_engine_round_ms(
                 True, sampled, draft_forwards, b_spec, k, t.vocab_size, hw.bw_gbps, tp, defaults
             )
             spec_step = d_step + v_step + defaults.verify_overhead_ms + pf_spec_ms + host_spec

@@ -16,6 +16,12 @@ JSON form::
      "draft_in_loop": [{"draft", "target", "batch", "context_len", "position", "query_len",
                         "median_ms", "p10_ms", "p90_ms", "repeats"}, ...]}
 
+`engine` and `serving_points` are optional (written by `profiler import`, which reads an
+engine's own benchmark files): `engine` says which engine and version measured, from which
+files, and holds the fit of the engine's per-step host cost; `serving_points` holds one row
+of SERVING_COLUMNS per measured serving load (concurrency or request rate, TPOT, TTFT, ITL
+in ms, output tokens/s, acceptance length when speculating).
+
 `draft_in_loop` is optional (written by `profiler run --draft`): the draft's forward time at
 each position of a speculative round, timed right after a verify forward of the target, as
 speculation runs it. Position 1 feeds `query_len` 2 tokens (the draft re-reads the last
@@ -125,6 +131,39 @@ LOOP_COLUMNS = (
     "p90_ms",
     "repeats",
 )
+SERVING_COLUMNS = (
+    "source",
+    "concurrency",
+    "request_rate",
+    "prompt_tokens",
+    "output_tokens",
+    "speculative",
+    "method",
+    "k",
+    "acceptance_length",
+    "acceptance_per_position",
+    "tpot_ms",
+    "ttft_ms",
+    "itl_ms",
+    "output_tok_s",
+)
+"""A serving point: `source` (file it came from), load (`concurrency` requests in flight or
+`request_rate` per second; null when not recorded), mean prompt and output tokens per
+request, whether the server speculated (`method`, `k` and acceptance when known; the
+per-position rates as 'p1;p2;...'), mean TPOT, TTFT and ITL in ms, output tokens/s."""
+_SERVING_NUMBERS = (
+    "concurrency",
+    "request_rate",
+    "prompt_tokens",
+    "output_tokens",
+    "acceptance_length",
+    "tpot_ms",
+    "ttft_ms",
+    "itl_ms",
+    "output_tok_s",
+)
+ENGINE_FIELDS = {"name", "version", "format", "files"}
+ENGINE_OPTIONAL = {"notes", "fit"}
 # Quantiles of the same samples are ordered exactly; this only absorbs rounding in the file.
 _ORDER_TOL = 1e-9
 
@@ -182,6 +221,11 @@ class Profile:
     measurements: pd.DataFrame = field(repr=False)
     draft_in_loop: pd.DataFrame = field(default_factory=lambda: _loop_frame([]), repr=False)
     """Rows of LOOP_COLUMNS; empty when the profile did not time a draft inside the loop."""
+    engine: dict[str, Any] | None = None
+    """Which engine measured (name, version, format, files, notes, fit); None for a
+    profile this profiler measured."""
+    serving_points: pd.DataFrame = field(default_factory=lambda: _serving_frame([]), repr=False)
+    """Rows of SERVING_COLUMNS; empty unless imported from an engine's serving benchmark."""
 
     def model(self, model_id: str) -> ProfiledModel:
         for m in self.models:
@@ -518,7 +562,7 @@ def profile_from_dict(d: dict, name: str = "", *, csv_rows: list[int] | None = N
         raise c.fail("schema", f"is missing (expected '{SCHEMA}')")
     if d["schema"] != SCHEMA:
         raise c.fail("schema", f"{d['schema']!r} is not supported, expected '{SCHEMA}'")
-    c.obj(d, "", top, {"draft_in_loop"})
+    c.obj(d, "", top, {"draft_in_loop", "engine", "serving_points"})
     created = c.string(d["created"], "created", nonempty=True)
     try:
         datetime.fromisoformat(created)
@@ -564,7 +608,62 @@ def profile_from_dict(d: dict, name: str = "", *, csv_rows: list[int] | None = N
         models=models,
         measurements=_frame(rows),
         draft_in_loop=_loop_frame(loop),
+        engine=_engine(c, d["engine"]) if "engine" in d else None,
+        serving_points=_serving_frame(_serving_rows(c, d.get("serving_points", []))),
     )
+
+
+def _engine(c: _Checker, e: Any) -> dict[str, Any]:
+    e = c.obj(e, "engine", ENGINE_FIELDS, ENGINE_OPTIONAL)
+    c.shallow(e, "engine")
+    for key in ("name", "version", "format"):
+        c.string(e[key], f"engine.{key}", nonempty=True)
+    if not isinstance(e["files"], list):
+        raise c.fail("engine.files", f"expected a list of file names, got {_kind(e['files'])}")
+    for i, name in enumerate(e["files"]):
+        c.string(name, f"engine.files[{i}]")
+    c.string(e.get("notes", ""), "engine.notes")
+    if "fit" in e and not isinstance(e["fit"], dict):
+        raise c.fail("engine.fit", f"expected an object, got {_kind(e['fit'])}")
+    return dict(e)
+
+
+def _serving_rows(c: _Checker, raw: Any) -> list[dict]:
+    if not isinstance(raw, list):
+        raise c.fail("serving_points", f"expected a list of rows, got {_kind(raw)}")
+    if len(raw) > MAX_MEASUREMENTS:
+        raise c.fail(
+            "serving_points", f"{len(raw):,} rows; a profile holds at most {MAX_MEASUREMENTS:,}"
+        )
+    rows = []
+    for i, r in enumerate(raw):
+        p = f"serving_points[{i}]"
+        r = c.obj(r, p, set(SERVING_COLUMNS), set())
+        out: dict[str, Any] = {
+            "source": c.string(r["source"], f"{p}.source"),
+            "speculative": c.boolean(r["speculative"], f"{p}.speculative"),
+            "method": c.string(r["method"], f"{p}.method"),
+            "k": c.integer(r["k"], f"{p}.k", maximum=MAX_LOOP_POSITION, allow_none=True),
+            "acceptance_per_position": c.string(
+                r["acceptance_per_position"], f"{p}.acceptance_per_position"
+            ),
+        }
+        for key in _SERVING_NUMBERS:
+            value = r[key]
+            out[key] = math.nan if value is None else c.number(value, f"{p}.{key}")
+        if out["acceptance_length"] < 1:
+            raise c.fail(f"{p}.acceptance_length", "must be >= 1 (tokens per target step)")
+        rows.append(out)
+    return rows
+
+
+def _serving_frame(rows: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=list(SERVING_COLUMNS))
+    types = {k: "float64" for k in _SERVING_NUMBERS}
+    types.update(source=str, method=str, acceptance_per_position=str, speculative=bool)
+    df = df.astype(types)
+    df["k"] = df["k"].astype("Int64")
+    return df
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
@@ -773,6 +872,13 @@ def _header(p: Profile) -> dict[str, Any]:
         "settings": asdict(p.settings),
         "models": [asdict(m) for m in p.models],
     }
+    if p.engine is not None:
+        out["engine"] = p.engine
+    if len(p.serving_points):
+        out["serving_points"] = [
+            {k: _plain(v) for k, v in rec.items()}
+            for rec in p.serving_points[list(SERVING_COLUMNS)].to_dict("records")
+        ]
     if len(p.draft_in_loop):
         out["draft_in_loop"] = [
             {
@@ -788,6 +894,17 @@ def _header(p: Profile) -> dict[str, Any]:
             for rec in p.draft_in_loop[list(LOOP_COLUMNS)].to_dict("records")
         ]
     return out
+
+
+def _plain(v: Any) -> Any:
+    """A serving cell as JSON: NaN and pandas' NA as null, numpy scalars as Python ones."""
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, bool | str):
+        return v
+    if hasattr(v, "item"):
+        v = v.item()
+    return round(v, 6) if isinstance(v, float) else v
 
 
 def _rows(p: Profile) -> list[dict[str, Any]]:
@@ -820,6 +937,8 @@ def profile_to_json(p: Profile) -> str:
     tables = []
     if "draft_in_loop" in header:
         tables.append(_json_rows("draft_in_loop", header.pop("draft_in_loop")))
+    if "serving_points" in header:
+        tables.append(_json_rows("serving_points", header.pop("serving_points")))
     tables.append(_json_rows("measurements", _rows(p)))
     head = json.dumps(header, indent=2, allow_nan=False)
     return head[: head.rstrip().rfind("}")].rstrip() + ",\n" + ",\n".join(tables) + "\n}\n"

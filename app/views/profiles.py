@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import figures, sim, widgets
+from app import engine_imports, figures, sim, widgets
 from simulator.calibration import summary
 from simulator.errors import InputError
 from simulator.profile import MAX_PROFILE_BYTES
@@ -57,6 +57,8 @@ for up in uploads or []:
         f"{widgets.plain(', '.join(m.id for m in profile.models))}.",
         icon=":material/check:",
     )
+
+engine_imports.upload_section()
 
 options = sim.profile_options()
 if not options:

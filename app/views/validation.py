@@ -10,8 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app import engine_imports, sim, widgets
 from app import figures_validation as fv
-from app import sim, widgets
 from simulator.errors import InputError
 from simulator.published import Summary, summarise
 
@@ -52,7 +52,12 @@ def _bundled() -> dict[str, Path]:
 
 
 st.title("Validation")
-published_tab, machine_tab = st.tabs(["Published measurements", "Real runs on this machine"])
+published_tab, machine_tab, engine_tab = st.tabs(
+    ["Published measurements", "Real runs on this machine", "Your engine"]
+)
+
+with engine_tab:
+    engine_imports.validation_section()
 
 with published_tab:
     st.caption(

@@ -1,0 +1,363 @@
+"""Parsed engine benchmarks -> one `specplan.profile/v1` profile.
+
+The engine and its version become the profile's `engine` provenance, the decode and
+prefill forwards it timed become `measurements` (one model, one device), its serving loads
+become `serving_points`, and the fit of its per-step host cost (`fit`) goes into
+`engine.fit`. The model and the GPU come from the files where they record them (a Hugging
+Face repo or catalog id; a device name such as 'NVIDIA H200'), otherwise from `target` and
+`gpu`, ids of the catalogs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pandas as pd
+
+from profiler.imports.common import Parsed, StepPoint
+from profiler.imports.fit import EngineFit, fit_engine_step
+from simulator.calibration import match_gpu_id
+from simulator.catalog import default_gpus, default_models
+from simulator.errors import InputError
+from simulator.memory import get_kv_bytes_per_token
+from simulator.profile import SCHEMA, Profile, profile_from_dict
+from simulator.specs import DTYPE_BYTES, GPUSpec, ModelSpec
+
+
+@dataclass(frozen=True)
+class Imported:
+    """The profile, the fit it carries, and what the files could not give (`notes`)."""
+
+    profile: Profile
+    fit: EngineFit
+    notes: tuple[str, ...]
+    speedups: pd.DataFrame
+
+
+def resolve_model(parsed: list[Parsed], target: str, models: dict[str, ModelSpec]) -> ModelSpec:
+    """The catalog model: `target` when given, else the one the files record."""
+    if target:
+        if target not in models:
+            raise InputError(
+                f"unknown model id '{target[:80]}' (see data/models.csv)", field="--target"
+            )
+        return models[target]
+    recorded = {p.model for p in parsed if p.model}
+    by_repo = {m.hf_repo.lower(): m for m in models.values() if m.hf_repo}
+    found = set()
+    for name in recorded:
+        key = name.strip().lower()
+        spec = (
+            models.get(name)
+            or by_repo.get(key)
+            or next((m for r, m in by_repo.items() if key.endswith("/" + r.split("/")[-1])), None)
+        )
+        if spec is None:
+            raise InputError(
+                f"the files record the model '{name[:80]}', which is not in the model "
+                "catalog: give --target with a catalog id (data/models.csv)",
+                field="--target",
+            )
+        found.add(spec.id)
+    if len(found) > 1:
+        raise InputError(f"the files record several models: {sorted(found)}", field="--target")
+    if not found:
+        names = ", ".join(sorted({p.source for p in parsed}))
+        raise InputError(
+            f"{names}: the model is not recorded; give --target with a catalog id "
+            "(data/models.csv), e.g. llama-3.1-8b",
+            field="--target",
+        )
+    return models[found.pop()]
+
+
+def resolve_gpu(parsed: list[Parsed], gpu: str, gpus: dict[str, GPUSpec]) -> GPUSpec:
+    """The catalog GPU: `gpu` when given, else the one the files' device names match."""
+    if gpu:
+        if gpu not in gpus:
+            raise InputError(
+                f"unknown GPU id '{gpu[:80]}' (known: {', '.join(sorted(gpus))})", field="--gpu"
+            )
+        return gpus[gpu]
+    ids = {p.gpu if p.gpu in gpus else match_gpu_id(p.gpu, "cuda") for p in parsed if p.gpu}
+    if len(ids) == 1 and (gid := next(iter(ids))) in gpus:
+        return gpus[gid]
+    names = ", ".join(sorted({p.source for p in parsed}))
+    raise InputError(
+        f"{names}: the GPU is not recorded or not in the catalog ("
+        f"{', '.join(sorted({p.gpu for p in parsed if p.gpu})) or 'none recorded'}): give "
+        f"--gpu (known: {', '.join(sorted(gpus))})",
+        field="--gpu",
+    )
+
+
+def latency_steps(runs: list[dict]) -> tuple[list[StepPoint], list[str]]:
+    """Decode steps from `vllm bench latency` runs that differ only in output length:
+    (t(O2) - t(O1)) / (O2 - O1) per pair of neighbouring output lengths."""
+    groups: dict[tuple[int, int], dict[int, dict]] = {}
+    for run in runs:
+        same = groups.setdefault((run["batch"], run["input_len"]), {})
+        if run["output_len"] in same:
+            raise InputError(
+                f"repeats batch {run['batch']}, input {run['input_len']}, output "
+                f"{run['output_len']} of {same[run['output_len']]['source']}",
+                file=run["source"],
+            )
+        same[run["output_len"]] = run
+    steps, notes = [], []
+    for (batch, input_len), by_out in groups.items():
+        outs = sorted(by_out)
+        if len(outs) == 1:
+            r = by_out[outs[0]]
+            notes.append(
+                f"{r['source']}: only one vllm bench latency run at batch {batch}, input "
+                f"{input_len}: a run times a whole generate() (prefill and every decode step), "
+                "not a step; upload a second run that differs only in --output-len "
+                f"(this one bounds the step below {r['avg_s'] * 1e3 / outs[0]:.2f} ms)"
+            )
+            continue
+        for o1, o2 in itertools.pairwise(outs):
+            r1, r2 = by_out[o1], by_out[o2]
+            step_ms = (r2["avg_s"] - r1["avg_s"]) * 1e3 / (o2 - o1)
+            if step_ms <= 0:
+                notes.append(
+                    f"{r1['source']} and {r2['source']}: the longer output ran no slower; no "
+                    "step time from this pair"
+                )
+                continue
+            repeats = min(r1["samples"], r2["samples"])
+            steps.append(
+                StepPoint(
+                    batch,
+                    1,
+                    input_len + (o1 + o2) // 2,
+                    step_ms,
+                    repeats,
+                    f"{r1['source']}+{r2['source']}",
+                )
+            )
+    return steps, notes
+
+
+def _measurements(model_id: str, steps: list[StepPoint]) -> list[dict]:
+    """Measurement rows, repeated points merged: median of their times, repeats summed."""
+    grouped: dict[tuple[int, int, int], list[StepPoint]] = {}
+    for s in steps:
+        grouped.setdefault((s.batch, s.query_len, s.context_len), []).append(s)
+    rows = []
+    for (b, q, c), group in sorted(grouped.items()):
+        ms = round(statistics.median(s.median_ms for s in group), 6)
+        rows.append(
+            {
+                "model": model_id,
+                "batch": b,
+                "query_len": q,
+                "context_len": c,
+                "median_ms": ms,
+                "p10_ms": ms,
+                "p90_ms": ms,
+                "repeats": sum(s.repeats for s in group),
+                "peak_bytes": 0,
+                "status": "ok",
+                "extrapolated": False,
+            }
+        )
+    return rows
+
+
+def _model_entry(spec: ModelSpec, dtype: str) -> dict:
+    kv = get_kv_bytes_per_token(spec, "bf16")
+    return {
+        "id": spec.id,
+        "architecture": {
+            "num_layers": spec.num_layers,
+            "hidden_size": spec.hidden_size,
+            "num_heads": spec.num_attention_heads,
+            "num_kv_heads": spec.num_kv_heads,
+            "head_dim": spec.head_dim,
+            "intermediate_size": spec.intermediate_size,
+            "vocab_size": spec.vocab_size,
+            "tie_word_embeddings": spec.tie_word_embeddings,
+        },
+        "layers_run": [spec.num_layers],
+        "num_layers": spec.num_layers,
+        "extrapolated": False,
+        "weight_bytes": int(spec.total_params * DTYPE_BYTES.get(dtype, 2.0)),
+        "kv_bytes_per_token": kv,
+        "kv_bytes_per_token_formula": kv,
+        "notes": "architecture from the model catalog; times measured by the engine",
+    }
+
+
+SPEEDUP_COLUMNS = (
+    "concurrency",
+    "request_rate",
+    "acceptance_length",
+    "throughput_speedup",
+    "tpot_speedup",
+    "predicted_before",
+    "predicted_after",
+    "baseline",
+    "speculative",
+)
+
+
+def speedups(points: pd.DataFrame, fit: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Speculative points paired with a plain one at the same load: the measured speedup
+    (output tokens/s, and TPOT) with the acceptance length, and with `fit` (an
+    `EngineFit.table` of the same points) the TPOT speedup predicted before and after the
+    fit."""
+    rows = []
+    load = points[["concurrency", "request_rate"]].fillna(-1.0)
+    for i in points.index[points["speculative"]]:
+        same = points.index[~points["speculative"] & (load == load.loc[i]).all(axis=1)]
+        if not len(same):
+            continue
+        b, s = points.loc[same[0]], points.loc[i]
+        row = {
+            "concurrency": s["concurrency"],
+            "request_rate": s["request_rate"],
+            "acceptance_length": s["acceptance_length"],
+            "throughput_speedup": s["output_tok_s"] / b["output_tok_s"],
+            "tpot_speedup": b["tpot_ms"] / s["tpot_ms"],
+            "predicted_before": float("nan"),
+            "predicted_after": float("nan"),
+            "baseline": b["source"],
+            "speculative": s["source"],
+        }
+        if fit is not None:
+            for when in ("before", "after"):
+                col = f"predicted_{when}_ms"
+                row[f"predicted_{when}"] = fit.loc[same[0], col] / fit.loc[i, col]
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(SPEEDUP_COLUMNS))
+
+
+def build(
+    parsed: list[Parsed],
+    *,
+    target: str = "",
+    gpu: str = "",
+    engine_version: str = "",
+    method: str = "",
+    draft: str = "",
+    k: int | None = None,
+    command: str = "",
+    models: dict[str, ModelSpec] | None = None,
+    gpus: dict[str, GPUSpec] | None = None,
+) -> Imported:
+    """The profile of `parsed` files (one engine, one model, one GPU) with its fit."""
+    models = default_models() if models is None else models
+    gpus = default_gpus() if gpus is None else gpus
+    if not parsed:
+        raise InputError("no files to import")
+    engines = {p.engine for p in parsed}
+    if len(engines) > 1:
+        raise InputError(
+            f"files from several engines ({', '.join(sorted(engines))}): import "
+            "one engine's files at a time"
+        )
+    spec = resolve_model(parsed, target, models)
+    gpu_spec = resolve_gpu(parsed, gpu, gpus)
+    dtype = next((p.dtype for p in parsed if p.dtype), "bf16")
+    steps, serving, notes = _contents(parsed, method, k)
+    versions = sorted({p.version for p in parsed if p.version})
+    num_gpus = max(p.num_gpus for p in parsed)
+    raw = _document(spec, gpu_spec, dtype, steps, command)
+    raw["engine"] = {
+        "name": engines.pop(),
+        "version": engine_version or ", ".join(versions) or "unrecorded",
+        "format": ", ".join(sorted({p.format for p in parsed})),
+        "files": [p.source for p in parsed],
+        "notes": "; ".join(notes),
+    }
+    raw["serving_points"] = serving
+    profile = profile_from_dict(raw, "import")
+    fit = fit_engine_step(
+        profile.serving_points,
+        spec.id,
+        gpu_spec.id,
+        num_gpus=num_gpus,
+        weight_dtype=dtype,
+        draft=draft,
+        k=k,
+    )
+    raw["engine"]["fit"] = {
+        **fit.summary(),
+        "target": spec.id,
+        "gpu": gpu_spec.id,
+        "num_gpus": num_gpus,
+        "weight_dtype": dtype,
+        "draft": draft,
+        "k": k,
+    }
+    profile = profile_from_dict(raw, "import")
+    return Imported(profile, fit, tuple(notes), speedups(profile.serving_points, fit.table))
+
+
+def _contents(parsed: list[Parsed], method: str, k: int | None):
+    """(steps, serving rows, notes) of the files; `method` and `k` fill in what a
+    speculating server's result did not record."""
+    notes = [n for p in parsed for n in p.notes]
+    steps = [s for p in parsed for s in p.steps]
+    lat_steps, lat_notes = latency_steps([r for p in parsed for r in p.latency_runs])
+    steps += lat_steps
+    notes += lat_notes
+    serving = [s.row() for p in parsed for s in p.serving]
+    for row in serving:
+        if row["speculative"] and method:
+            row["method"] = method
+        if row["speculative"] and row["k"] is None and k is not None:
+            row["k"] = k
+    if not steps and not serving:
+        raise InputError(
+            "nothing to import: " + ("; ".join(notes) or "no step and no serving point"),
+            file=", ".join(p.source for p in parsed),
+        )
+    return steps, serving, notes
+
+
+def _document(spec: ModelSpec, gpu_spec: GPUSpec, dtype: str, steps, command: str) -> dict:
+    """The profile document without its engine parts."""
+    return {
+        "schema": SCHEMA,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": command,
+        "device": {
+            "name": gpu_spec.name,
+            "kind": "cuda",
+            "memory_bytes": int(gpu_spec.memory_gb * 2**30),
+            "driver": None,
+            "torch_version": "n/a (measured by the engine)",
+            "cpu_threads": None,
+        },
+        "settings": {
+            "dtype": dtype,
+            "warmup": 0,
+            "repeats": 1,
+            "min_time_s": 0.0,
+            "cuda_graphs": True,
+        },
+        "models": [_model_entry(spec, dtype)],
+        "measurements": _measurements(spec.id, steps),
+    }
+
+
+def refit(profile: Profile) -> EngineFit | None:
+    """The fit of an imported profile again, from the scenario its `engine.fit` records;
+    None for a profile that holds no serving points."""
+    fit = (profile.engine or {}).get("fit") or {}
+    if not len(profile.serving_points) or "target" not in fit:
+        return None
+    return fit_engine_step(
+        profile.serving_points,
+        str(fit["target"]),
+        str(fit["gpu"]),
+        num_gpus=int(fit.get("num_gpus") or 1),
+        weight_dtype=str(fit.get("weight_dtype") or "bf16"),
+        draft=str(fit.get("draft") or ""),
+        k=fit.get("k"),
+    )

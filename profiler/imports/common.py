@@ -1,0 +1,222 @@
+"""What every engine-benchmark parser returns, and the checked field readers they share.
+
+A parser turns one file's bytes into a `Parsed`: decode steps measured by the engine
+(`StepPoint`, milliseconds), serving points (`ServingPoint`: load, TPOT/TTFT/ITL in ms,
+output tokens/s, acceptance), and what the file says about the engine, its version, the
+model and the GPU. Nothing in a file is executed: JSON through `json.loads`, CSV through
+`csv`, every value checked before use. Errors are `InputError`s naming the file and field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.errors import InputError, not_a_number
+
+MAX_FILE_BYTES = 20 * 1024 * 1024
+"""A benchmark result is kilobytes (a `--save-detailed` serve result a few megabytes)."""
+MAX_ROWS = 10_000
+"""Rows a JSONL or CSV file may hold: a sweep has tens."""
+
+
+@dataclass(frozen=True)
+class StepPoint:
+    """One decode (q = 1) or prefill forward the engine timed: `batch` sequences, `query_len`
+    tokens each, over `context_len` tokens of cache, `median_ms` per forward."""
+
+    batch: int
+    query_len: int
+    context_len: int
+    median_ms: float
+    repeats: int
+    source: str
+
+
+@dataclass(frozen=True)
+class ServingPoint:
+    """One serving load the engine measured, as `simulator.profile.SERVING_COLUMNS`."""
+
+    source: str
+    concurrency: float | None
+    request_rate: float | None
+    prompt_tokens: float | None
+    output_tokens: float | None
+    speculative: bool
+    method: str
+    k: int | None
+    acceptance_length: float | None
+    acceptance_per_position: str
+    tpot_ms: float | None
+    ttft_ms: float | None
+    itl_ms: float | None
+    output_tok_s: float | None
+
+    def row(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One file's content. `model` and `gpu` are what the file records ('' when nothing);
+    `notes` say what the file cannot give (shown to the user)."""
+
+    format: str
+    engine: str
+    version: str
+    source: str
+    model: str = ""
+    gpu: str = ""
+    dtype: str = ""
+    steps: tuple[StepPoint, ...] = ()
+    serving: tuple[ServingPoint, ...] = ()
+    latency_runs: tuple[dict, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    num_gpus: int = 1
+
+
+def decode_text(data: bytes, name: str) -> str:
+    """UTF-8 text of an upload, refused when too large, binary or empty."""
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(
+            f"{len(data):,} bytes is over the {MAX_FILE_BYTES:,} bytes a benchmark file may have",
+            file=name,
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError(
+            "not UTF-8 text; expected a JSON, JSONL or CSV result", file=name
+        ) from None
+    if not text.strip():
+        raise InputError("is empty", file=name)
+    return text
+
+
+def load_json(text: str, name: str, row: int | None = None) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise InputError("nests too deeply to be a benchmark result", file=name, row=row) from None
+    except ValueError as exc:
+        raise InputError(f"not valid JSON ({exc})", file=name, row=row) from None
+
+
+def json_lines(text: str, name: str) -> list[tuple[int, Any]]:
+    """(line number, parsed object) of each non-blank line."""
+    out = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            if len(out) >= MAX_ROWS:
+                raise InputError(f"more than {MAX_ROWS:,} lines", file=name, row=n)
+            out.append((n, load_json(line, name, n)))
+    return out
+
+
+class Fields:
+    """Checked reads from one JSON object (or CSV row) of one file; errors name the field
+    by its dotted path in the file and the row (a JSONL line or CSV row) when given."""
+
+    def __init__(self, obj: Any, name: str, path: str = "", row: int | None = None) -> None:
+        self.name, self.path, self.row = name, path, row
+        if not isinstance(obj, dict):
+            raise self.fail("", f"expected a JSON object, got {type(obj).__name__}")
+        self.obj = obj
+
+    def where(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path and key else self.path or key
+
+    def fail(self, key: str, message: str) -> InputError:
+        return InputError(message, file=self.name, row=self.row, field=self.where(key))
+
+    def has(self, key: str) -> bool:
+        value = self.obj.get(key)
+        return value is not None and value != ""
+
+    def sub(self, key: str, *, required: bool = True) -> Fields | None:
+        if not self.has(key):
+            if required:
+                raise self.fail(key, "is missing")
+            return None
+        return Fields(self.obj[key], self.name, self.where(key), self.row)
+
+    def number(
+        self,
+        key: str,
+        unit: str,
+        *,
+        required: bool = True,
+        low: float = 0.0,
+        high: float = math.inf,
+        above: bool = False,
+    ) -> float | None:
+        """A finite number in `unit`, >= low (> low with `above`) and <= high; None when
+        absent and not required."""
+        if not self.has(key):
+            if required:
+                raise self.fail(key, f"is missing (a number, {unit})")
+            return None
+        return self.check(key, self.obj[key], unit, low=low, high=high, above=above)
+
+    def check(
+        self, key: str, value: Any, unit: str, *, low=0.0, high=math.inf, above=False
+    ) -> float:
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise self.fail(key, f"{not_a_number(value)} ({unit} expected)") from None
+        elif isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise self.fail(key, f"expected a number ({unit}), got {type(value).__name__}")
+        value = float(value)
+        if not math.isfinite(value):
+            raise self.fail(key, f"{value} is not a finite number ({unit})")
+        if value < low or (above and value == low):
+            raise self.fail(key, f"{value:g} must be {'>' if above else '>='} {low:g} {unit}")
+        if value > high:
+            raise self.fail(key, f"{value:g} is above {high:g} {unit}: is it in another unit?")
+        return value
+
+    def whole(self, key: str, unit: str, *, required=True, low=1, high=10**9) -> int | None:
+        value = self.number(key, unit, required=required, low=low, high=high)
+        if value is None:
+            return None
+        if value != int(value):
+            raise self.fail(key, f"{value:g} must be a whole number of {unit}")
+        return int(value)
+
+    def text(self, key: str, *, required: bool = False, default: str = "") -> str:
+        if not self.has(key):
+            if required:
+                raise self.fail(key, "is missing")
+            return default
+        value = self.obj[key]
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise self.fail(key, f"expected text, got {type(value).__name__}")
+        return str(value).strip()[:200]
+
+    def rates(self, key: str) -> str:
+        """A list of per-position acceptance fractions as 'p1;p2;...' ('' when absent)."""
+        if not self.has(key):
+            return ""
+        values = self.obj[key]
+        if not isinstance(values, list):
+            raise self.fail(key, f"expected a list of fractions, got {type(values).__name__}")
+        out = []
+        for i, v in enumerate(values[:64]):
+            rate = self.check(f"{key}[{i}]", v, "a fraction of drafts", high=1.0)
+            out.append(f"{rate:.6g}")
+        return ";".join(out)
+
+
+def consistent(f: Fields, key: str, value: float, expected: float, why: str) -> None:
+    """Refuse `key` when it disagrees with what the file's other fields give (1%): the sign
+    of a field written in another unit."""
+    if expected > 0 and abs(value / expected - 1) > 0.01:
+        raise f.fail(
+            key,
+            f"{value:g} disagrees with {why} ({expected:.6g}); is one of them in another unit?",
+        )
