@@ -271,7 +271,7 @@ def infeasible_message(spec: SearchSpec, screened: list[Screened], results) -> s
     if not sm:
         return f"{head}; the closest, {s.candidate.label()}, {res.status}"
     return (
-        f"{head}; the closest is {s.candidate.label()}: P99 TPOT "
+        f"no configuration meets {spec.slo.describe(sm)}; the closest is {s.candidate.label()}: P99 TPOT "
         f"{sm['tpot_p99_ms']:.1f} ms, P99 TTFT {sm['ttft_p99_ms']:.0f} ms even at "
         f"{min(0.01, s.spec.ceiling_rps / 100):.3g} requests/s"
     )

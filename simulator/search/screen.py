@@ -85,8 +85,9 @@ def _fixed_arm(row: dict, k: int) -> dict:
     return {**serving.arm_scenario(row, True), "k": int(k)}
 
 
-def _schedules(cands: list[Candidate]) -> dict[int, tuple[tuple[int, int, int], ...]]:
-    """K-per-batch ranges of each per-batch candidate, by candidate id."""
+def _schedules(cands: list[Candidate]) -> dict[int, tuple | str]:
+    """K-per-batch ranges of each per-batch candidate, by candidate id, or why it has none
+    (its speculation cannot run, or pays at no batch size)."""
     out = {}
     for c in cands:
         if not (c.per_batch and c.speculative):
@@ -100,7 +101,14 @@ def _schedules(cands: list[Candidate]) -> dict[int, tuple[tuple[int, int, int], 
         )
         best = sizer.size(base, k_max=SCHEDULE_K_MAX, batches=batches, grid=grid).best
         best = best.assign(best_k=best["best_k"].fillna(0).astype(int))
-        out[c.id] = tuple(sizer.schedule_ranges(best))
+        spec_rows = grid[grid["k"] > 0]
+        ok = spec_rows["status"] == "ok"
+        if not ok.any():
+            out[c.id] = str(spec_rows["status"].iloc[0])
+        elif not (best["best_k"] > 0).any():
+            out[c.id] = "K per batch drafts nothing: speculation pays at no batch size"
+        else:
+            out[c.id] = tuple(sizer.schedule_ranges(best))
     return out
 
 
@@ -151,7 +159,9 @@ def screen(spec: SearchSpec, cands: list[Candidate]) -> list[Screened]:
     for c in cands:
         row, seqs = c.row, c.max_num_seqs
         base_key = key_of(row, 0, seqs)
-        if c.id in schedules:
+        if isinstance(schedules.get(c.id), str):
+            plan.append((c, base_key, [base_key], schedules[c.id]))
+        elif c.id in schedules:
             ks = sorted({k for _, _, k in schedules[c.id]})
             plan.append((c, base_key, [key_of(row, k, seqs) for k in ks], schedules[c.id]))
         else:
@@ -179,6 +189,9 @@ def _arm(key: str, fixed, priced, ranges=None, parts=()) -> Arm:
 
 def _bound(spec, c: Candidate, base_key, keys, ranges, fixed, priced) -> Screened:
     base = _arm(base_key, fixed, priced)
+    why_not = ranges if isinstance(ranges, str) else ""
+    if why_not:
+        ranges = None
     if ranges is None:
         arm = _arm(keys[0], fixed, priced)
     else:
@@ -190,18 +203,7 @@ def _bound(spec, c: Candidate, base_key, keys, ranges, fixed, priced) -> Screene
     hourly = float(row["gpu_hourly_usd"]) * int(row["num_gpus"])
     tokens = arm.ceiling_rps * spec.traffic.output.mean
     cost_lb = hourly * 1e6 / (tokens * 3600) if tokens > 0 else math.inf
-    dropped = ""
-    if arm.status != "ok":
-        dropped = arm.status
-    elif spec.slo.tpot_ms is not None and arm.tpot_floor_ms > spec.slo.tpot_ms:
-        dropped = (
-            f"misses the TPOT SLO at any rate: no step is faster than "
-            f"{arm.tpot_floor_ms:.1f} ms per token"
-        )
-    elif spec.candidates.max_gpus is not None:
-        least = math.ceil(spec.traffic.rate_max / arm.ceiling_rps) * int(row["num_gpus"])
-        if least > spec.candidates.max_gpus:
-            dropped = f"needs at least {least} GPUs for the demand, above max_gpus"
+    dropped = why_not or _why_dropped(spec, arm, int(row["num_gpus"]))
     return Screened(
         candidate=c,
         spec=arm,
@@ -211,6 +213,22 @@ def _bound(spec, c: Candidate, base_key, keys, ranges, fixed, priced) -> Screene
         tok_s_user_ub=1e3 / arm.tpot_floor_ms,
         dropped=dropped,
     )
+
+
+def _why_dropped(spec: SearchSpec, arm: Arm, tp: int) -> str:
+    """Why stage one drops a candidate on its own bounds ('' to keep it)."""
+    if arm.status != "ok":
+        return arm.status
+    if spec.slo.tpot_ms is not None and arm.tpot_floor_ms > spec.slo.tpot_ms:
+        return (
+            f"misses the TPOT SLO at any rate: no step is faster than "
+            f"{arm.tpot_floor_ms:.1f} ms per token"
+        )
+    if spec.candidates.max_gpus is not None:
+        least = math.ceil(spec.traffic.rate_max / arm.ceiling_rps) * tp
+        if least > spec.candidates.max_gpus:
+            return f"needs at least {least} GPUs for the demand, above max_gpus"
+    return ""
 
 
 def key_of_schedule(c: Candidate, fixed) -> str:

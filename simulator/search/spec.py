@@ -79,18 +79,19 @@ class Slo:
             ok &= summary["tpot_p99_ms"] <= self.tpot_ms
         return bool(ok)
 
-    def describe(self) -> str:
-        parts = []
-        if self.tpot_ms is not None:
-            parts.append(f"P99 TPOT of {self.tpot_ms:g} ms")
-        if self.ttft_ms is not None:
-            parts.append(f"P99 TTFT of {self.ttft_ms:g} ms")
-        text = " and ".join(parts)
+    def describe(self, summary: dict | None = None) -> str:
+        """The SLO in words; given a probe's summary, only the limits it misses."""
         if self.goodput_fraction is not None:
-            text = f"{self.goodput_fraction:.0%} of requests within TTFT {self.ttft_ms:g} ms " + (
-                f"and TPOT {self.tpot_ms:g} ms"
+            return (
+                f"{self.goodput_fraction:.0%} of requests within a TTFT of {self.ttft_ms:g} ms "
+                f"and a TPOT of {self.tpot_ms:g} ms"
             )
-        return text
+        parts = []
+        for name, limit in (("TPOT", self.tpot_ms), ("TTFT", self.ttft_ms)):
+            seen = (summary or {}).get(f"{name.lower()}_p99_ms", float("inf"))
+            if limit is not None and (summary is None or not seen <= limit):
+                parts.append(f"a P99 {name} of {limit:g} ms")
+        return " and ".join(parts) or self.describe()
 
 
 @dataclass(frozen=True)
