@@ -14,6 +14,7 @@ import pandas as pd
 
 from simulator import launch
 from simulator.catalog import default_models
+from simulator.scenarios import ACCEPTANCE_COLUMNS
 from simulator.search.confirm import ArmResult
 from simulator.search.screen import Screened
 from simulator.search.spec import SearchSpec
@@ -26,6 +27,7 @@ COLUMNS = (
     "engine",
     "method",
     "draft",
+    "acceptance",
     "k",
     "k_schedule",
     "max_num_seqs",
@@ -39,6 +41,7 @@ COLUMNS = (
     "tpot_p99_ms",
     "tok_s_per_gpu",
     "tok_s_per_user",
+    "concurrency_at_max_rate",
     "replicas",
     "gpus",
     "hourly_usd",
@@ -73,6 +76,7 @@ def row(spec: SearchSpec, s: Screened, arm: ArmResult, base: ArmResult) -> dict:
         "engine": c.engine,
         "method": r["method"],
         "draft": r.get("draft", "") or "",
+        "acceptance": _acceptance(r),
         "k": "per batch" if c.per_batch and c.speculative else str(int(r.get("k") or 0)),
         "k_schedule": ";".join(f"{lo}-{hi}:{k}" for lo, hi, k in ranges) if ranges else "",
         "max_num_seqs": c.max_num_seqs,
@@ -86,6 +90,11 @@ def row(spec: SearchSpec, s: Screened, arm: ArmResult, base: ArmResult) -> dict:
         "tpot_p99_ms": sm.get("tpot_p99_ms", np.nan) if feasible else np.nan,
         "tok_s_per_gpu": rate * out_mean / tp if feasible else np.nan,
         "tok_s_per_user": 1e3 / sm["tpot_p50_ms"] if feasible and sm.get("tpot_p50_ms") else np.nan,
+        "concurrency_at_max_rate": (
+            rate * (sm["ttft_p50_ms"] + (out_mean - 1) * sm["tpot_p50_ms"]) / 1e3
+            if feasible
+            else np.nan
+        ),
         "replicas": replicas,
         "gpus": replicas * tp if feasible else np.nan,
         "hourly_usd": replicas * hourly_replica if feasible else np.nan,
@@ -98,6 +107,14 @@ def row(spec: SearchSpec, s: Screened, arm: ArmResult, base: ArmResult) -> dict:
         "status": arm.status if arm.status != "ok" else ("ok" if feasible else "misses the SLO"),
         "launch_command": launch_command(c, ranges, spec),
     }
+
+
+def _acceptance(r: dict) -> str:
+    """The candidate's acceptance as `column=value` ('' without speculation)."""
+    for column in ACCEPTANCE_COLUMNS:
+        if r.get(column) not in (None, ""):
+            return f"{column}={r[column]}"
+    return ""
 
 
 def _cost(hourly: float, rate: float, out_mean: float) -> float:
