@@ -69,7 +69,7 @@ class Plan:
             f"{self.candidates} candidates; stage one drops {sum(self.dropped.values())}"
             f"{f' ({why})' if why else ''}; {self.to_confirm} to confirm: {self.arms} arms "
             f"of up to {self.probes_per_arm} simulations, about {self.seconds_per_probe:.2f} s "
-            f"each: at most ~{self.estimate_s:.0f} s on {self.workers} worker(s)"
+            f"each: estimate ~{self.estimate_s:.0f} s on {self.workers} worker(s)"
         )
 
 

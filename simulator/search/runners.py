@@ -97,11 +97,11 @@ class RayRunner:
                 )
             self._owned = True
         self._task = ray.remote(num_cpus=1, max_retries=max_retries)(fn)
+        self._jobs: dict = {}
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
 
     def submit(self, job: Job):
         ref = self._task.remote(job)
-        self._jobs = getattr(self, "_jobs", {})
         self._jobs[ref] = job
         return ref
 

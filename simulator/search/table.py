@@ -2,7 +2,10 @@
 
 Units in the names: rates in requests/s per replica, times in ms, costs in USD per million
 output tokens (at the max rate at SLO, where the replica is as busy as the SLO allows),
-hourly cost in USD for the replicas the peak demand needs.
+hourly cost in USD for the replicas the peak demand needs. `tok_s_per_user` is 1000 / P50
+TPOT; `concurrency_at_max_rate` the requests in flight by Little's law, rate x (P50 TTFT +
+(mean output - 1) x P50 TPOT) / 1000; `speedup` the max rate with speculation over the
+same deployment's without.
 """
 
 from __future__ import annotations
