@@ -4,6 +4,7 @@ worker that dies, a Ctrl-C and an infeasible space."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -167,6 +168,38 @@ def test_dominated_needs_every_bound_beaten():
     for key in ("cost_per_mtok_usd", "tpot_p99_ms", "tok_s_per_gpu", "tok_s_per_user"):
         worse = {**beat, key: beat[key] * 8 if "ms" in key or "usd" in key else beat[key] / 8}
         assert dominated(s, [worse]) is None
+
+
+def test_the_floor_and_ceiling_are_what_the_simulation_prices():
+    """The proof behind stage one: no step a decoding request takes is cheaper per token
+    than the floor (the step table never dips below its batch-1 step), and the bisection
+    never probes above the ceiling."""
+    spec = parse_spec(spec_dict())
+    kept = [s for s in screen(spec, expand(spec)) if not s.dropped]
+    for s in kept[::4]:
+        model = step_model_of(s.spec)
+        tables = model.models.items() if hasattr(model, "models") else [(model.k, model)]
+        per_token = min(float(m.decode_ms[1:].min()) / (k + 1) for k, m in tables)
+        assert per_token >= s.spec.tpot_floor_ms * (1 - 1e-12)
+
+
+def test_max_gpus_and_goodput():
+    spec = parse_spec(
+        spec_dict(
+            slo={"p99_ttft_ms": None, "p99_tpot_ms": None, "goodput": None},
+            candidates={"gpus": ["h100-sxm"], "methods": ["none"], "max_gpus": 3},
+        )
+        | {"slo": {"goodput": {"ttft_ms": 1000, "tpot_ms": 22, "fraction": 0.9}}}
+    )
+    spec = dataclasses.replace(spec, traffic=dataclasses.replace(spec.traffic, rate_max=20.0))
+    result = run_search(spec)
+    # TP1's ceiling is 8.9 requests/s (3 replicas, 3 GPUs), TP2's 12.1 (2 replicas, 4 GPUs).
+    assert [why for _, _, why in result.dropped] == [
+        "needs at least 4 GPUs for the demand, above max_gpus"
+    ]
+    assert len(result.table) == 1 and result.optimum is not None
+    assert spec.slo.meets({"refused": 0, "slo_attainment": 0.9}, 100)
+    assert not spec.slo.meets({"refused": 0, "slo_attainment": 0.89}, 100)
 
 
 # --- stage two: the bisection ------------------------------------------------------------
