@@ -25,6 +25,12 @@ def _failed(job: Job, why: str) -> ArmResult:
     return ArmResult(job.arm.key, 0.0, {}, 0, f"failed: {why[:300]}", 0.0)
 
 
+def _pythonpath(package: str) -> str:
+    """PYTHONPATH for local workers: the repository first, then whatever was set."""
+    rest = os.environ.get("PYTHONPATH", "")
+    return package + (os.pathsep + rest if rest else "")
+
+
 class InlineRunner:
     """Runs each job in this process, in submission order, when it is waited for."""
 
@@ -91,7 +97,7 @@ class RayRunner:
                 ray.init(
                     num_cpus=num_cpus or os.cpu_count() or 1,
                     include_dashboard=False,
-                    runtime_env={"env_vars": {"PYTHONPATH": package}},
+                    runtime_env={"env_vars": {"PYTHONPATH": _pythonpath(package)}},
                     log_to_driver=False,
                     configure_logging=False,
                 )
