@@ -345,3 +345,39 @@ def test_ctrl_c_keeps_what_finished(ray_local, tmp_path, monkeypatch):
     assert len(kept) == 2 and lines == [1, 2]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.parquet", "s.yaml"]
     assert serving.MAX_REQUESTS  # the simulator stays importable after the cancel
+
+
+def _paths(node, prefix=()):
+    """Every (path, value) of a nested spec: dict keys and list indices."""
+    yield prefix, node
+    items = (
+        node.items()
+        if isinstance(node, dict)
+        else enumerate(node)
+        if isinstance(node, list)
+        else ()
+    )
+    for key, child in items:
+        yield from _paths(child, (*prefix, key))
+
+
+def _replaced(node, path, value):
+    if not path:
+        return value
+    copy = dict(node) if isinstance(node, dict) else list(node)
+    copy[path[0]] = _replaced(node[path[0]], path[1:], value)
+    return copy
+
+
+@pytest.mark.parametrize("junk", [None, "x", -1, 0, 1e400, True, [], {}, [[]], "per batch"])
+def test_any_junk_cell_is_refused_cleanly_or_accepted(junk):
+    """Every field of a valid spec replaced by junk: a clean `InputError` or a valid spec,
+    never another exception."""
+    base = spec_dict(prices={"h100-sxm": 2.5})
+    for path, _ in _paths(base):
+        if not path:
+            continue
+        try:
+            parse_spec(_replaced(base, path, junk))
+        except InputError as exc:
+            assert exc.field or "spec" in str(exc), (path, junk, str(exc))
