@@ -49,7 +49,11 @@ class InlineRunner:
     def wait(self, handles: list[int]) -> list[int]:
         first = min(handles)
         if first not in self._done:
-            self._done[first] = self._fn(self._jobs[first])
+            job = self._jobs[first]
+            try:
+                self._done[first] = self._fn(job)
+            except Exception as exc:  # as a Ray task's error becomes a failed arm
+                self._done[first] = _failed(job, f"{type(exc).__name__}: {exc}")
         return [first]
 
     def get(self, handle: int) -> ArmResult:

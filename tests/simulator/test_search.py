@@ -381,3 +381,13 @@ def test_any_junk_cell_is_refused_cleanly_or_accepted(junk):
             parse_spec(_replaced(base, path, junk))
         except InputError as exc:
             assert exc.field or "spec" in str(exc), (path, junk, str(exc))
+
+
+def test_a_job_that_raises_becomes_a_failed_row_not_a_crash():
+    def broken(job):
+        raise RuntimeError("boom")
+
+    spec = parse_spec(spec_dict(candidates={"gpus": ["h100-sxm"], "tp": [1], "methods": ["none"]}))
+    result = run_search(spec, runner=InlineRunner(broken))
+    assert list(result.table["status"]) == ["failed: RuntimeError: boom"]
+    assert result.optimum is None
