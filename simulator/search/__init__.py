@@ -17,7 +17,23 @@ command) and `fronts` marks the Pareto fronts. Rates are requests per second per
 times in ms, prices in USD per GPU-hour, costs in USD per million output tokens.
 """
 
-from simulator.search.driver import SearchResult, run_search
-from simulator.search.spec import SearchSpec, load_spec, parse_spec
+from __future__ import annotations
 
-__all__ = ["SearchResult", "SearchSpec", "load_spec", "parse_spec", "run_search"]
+import importlib
+
+_EXPORTS = {
+    "SearchResult": "simulator.search.driver",
+    "run_search": "simulator.search.driver",
+    "SearchSpec": "simulator.search.spec",
+    "load_spec": "simulator.search.spec",
+    "parse_spec": "simulator.search.spec",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    # Imported on first use, so `python -m simulator --help` (which registers the search
+    # command through `simulator.search.cli`) does not import numpy and pandas.
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'simulator.search' has no attribute {name!r}")

@@ -391,3 +391,21 @@ def test_a_job_that_raises_becomes_a_failed_row_not_a_crash():
     result = run_search(spec, runner=InlineRunner(broken))
     assert list(result.table["status"]) == ["failed: RuntimeError: boom"]
     assert result.optimum is None
+
+
+def test_search_help_imports_neither_pandas_nor_ray():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, contextlib, io\n"
+        "from simulator.__main__ import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['search', '--help'])\n"
+        "print(sorted(m for m in ('pandas', 'ray', 'numpy') if m in sys.modules))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
