@@ -130,6 +130,7 @@ def launch_command(c, ranges, spec: SearchSpec) -> str:
     models = default_models()
     target = models[r["target"]]
     draft = models.get(r.get("draft") or "")
+    ranges = tuple(ranges or ())
     k = max((x[2] for x in ranges), default=0) if ranges else int(r.get("k") or 0)
     max_len = int(spec.traffic.prompt.mean + spec.traffic.output.mean)
     if spec.traffic.prompt.kind != "fixed" or spec.traffic.output.kind != "fixed":
@@ -145,14 +146,13 @@ def launch_command(c, ranges, spec: SearchSpec) -> str:
         draft=draft,
         kv_dtype=r["kv_dtype"],
     )
+    full = dict(kw, weight_dtype=r.get("weight_dtype") or "bf16", ranges=list(ranges) or None)
+    engine_command = getattr(launch, "engine_command", None)
+    if engine_command is not None:  # the launch module that knows every engine's flags
+        return engine_command(c.engine, **full)
     if c.engine == "sglang":
         return launch.sglang_command(**kw)
-    command = launch.vllm_command(
-        **kw, weight_dtype=r.get("weight_dtype") or "bf16", ranges=list(ranges) if ranges else None
-    )
-    if c.engine == "trtllm" and ranges:
-        return f"# TensorRT-LLM draft_len_schedule {launch.trtllm_draft_len_schedule(list(ranges))}"
-    return command
+    return launch.vllm_command(**full)
 
 
 def pareto(x: np.ndarray, y: np.ndarray) -> np.ndarray:

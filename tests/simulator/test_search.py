@@ -409,3 +409,16 @@ def test_search_help_imports_neither_pandas_nor_ray():
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_each_row_carries_its_launch_command(space):
+    _, searched, _ = space
+    t = searched.table
+    assert t["launch_command"].str.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct").all()
+    for row in t.itertuples():
+        assert f"--tensor-parallel-size {row.tp}" in row.launch_command
+        ks = {int(part.split(":")[1]) for part in row.k_schedule.split(";") if part}
+        if len(ks) > 1:
+            assert "num_speculative_tokens_per_batch_size" in row.launch_command
+        if row.method == "none":
+            assert "--speculative-config" not in row.launch_command
