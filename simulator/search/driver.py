@@ -109,11 +109,14 @@ def _seconds_per_probe(spec: SearchSpec, arms: list[Arm]) -> float:
     return time.perf_counter() - start
 
 
-def dominated(s: Screened, rows: list[dict]) -> dict | None:
-    """The first confirmed row that beats every bound of `s` on both fronts, if any."""
+def dominated(s: Screened, rows: list[dict], keep: str = "fronts") -> dict | None:
+    """The first confirmed row that beats every bound of `s` on both fronts (`keep`
+    'optimum': on cost alone), if any."""
     for r in rows:
         if not (r["max_rate_rps"] > 0 and r["status"] == "ok"):
             continue
+        if keep == "optimum" and r["cost_per_mtok_usd"] < s.cost_lb:
+            return r
         if (
             r["cost_per_mtok_usd"] < s.cost_lb
             and r["tpot_p99_ms"] < s.spec.tpot_floor_ms
@@ -210,7 +213,7 @@ class _Loop:
                 self._collect()
             if self.prune:
                 known = [self.rows[p] for p in sorted(self.rows) if p <= pos - window]
-                beat = dominated(s, known)
+                beat = dominated(s, known, self.spec.simulation.keep)
                 if beat is not None:
                     self.pruned.append(
                         (s.candidate.id, s.candidate.label(), f"dominated by #{beat['id']}")

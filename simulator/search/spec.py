@@ -121,14 +121,18 @@ class Candidates:
 @dataclass(frozen=True)
 class Simulation:
     """How each probe is simulated: requests per probe, seed, the spread of per-request
-    acceptance, bisection steps, and `window`, the candidates in flight whose results a
-    pruning decision may not use (fixed, so the result does not depend on the workers)."""
+    acceptance, bisection steps, `window`, the candidates in flight whose results a
+    pruning decision may not use (fixed, so the result does not depend on the workers), and
+    `keep`: `fronts` confirms every candidate that may be on a Pareto front, `optimum` only
+    those that may be the cheapest (a candidate whose cost bound is above a confirmed cost
+    is dropped: far fewer simulations, fronts drawn from what was confirmed)."""
 
     requests: int = 400
     seed: int = 0
     acceptance_spread: float = 0.1
     iterations: int = 10
     window: int = 16
+    keep: str = "fronts"
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,8 @@ _CANDIDATES = (
     "max_gpus",
 )
 _METHOD = ("method", "draft", *ACCEPTANCE_COLUMNS, "medusa_heads", "mtp_depth")
-_SIMULATION = ("requests", "seed", "acceptance_spread", "iterations", "window")
+_SIMULATION = ("requests", "seed", "acceptance_spread", "iterations", "window", "keep")
+KEEP = ("fronts", "optimum")
 
 
 class _Reader:
@@ -451,4 +456,5 @@ def _simulation(r: _Reader, value) -> Simulation:
             m.get("iterations", d.iterations), "simulation.iterations", 1, 30, True
         ),
         window=r.number(m.get("window", d.window), "simulation.window", 1, 10_000, True),
+        keep=r.choice(m.get("keep", d.keep), "simulation.keep", KEEP),
     )

@@ -422,3 +422,12 @@ def test_each_row_carries_its_launch_command(space):
             assert "num_speculative_tokens_per_batch_size" in row.launch_command
         if row.method == "none":
             assert "--speculative-config" not in row.launch_command
+
+
+def test_keep_optimum_confirms_fewer_and_finds_the_same_optimum(space):
+    _, searched, brute = space
+    spec = parse_spec(spec_dict(simulation={"keep": "optimum"}))
+    cheap = run_search(spec, runner=InlineRunner(_confirm_cached))
+    assert len(cheap.table) < len(searched.table)
+    assert cheap.optimum["id"] == brute[brute["optimum"]].iloc[0]["id"]
+    assert any("dominated" in why for _, _, why in cheap.dropped)
