@@ -44,6 +44,7 @@ pages = [
     st.Page(VIEWS / "load.py", title="Load & SLO", icon=":material/query_stats:"),
     st.Page(VIEWS / "reports.py", title="Reports", icon=":material/table_view:"),
     st.Page(VIEWS / "validation.py", title="Validation", icon=":material/fact_check:"),
+    st.Page(VIEWS / "search.py", title="Deployment search", icon=":material/travel_explore:"),
 ]
 page = st.navigation(pages)
 widgets.calibration_note()

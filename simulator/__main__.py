@@ -1,4 +1,4 @@
-"""Command line: `python -m simulator predict|sweep|validate|serve|columns`.
+"""Command line: `python -m simulator predict|sweep|validate|serve|columns|search`.
 
 Exit status 2 means bad input; the message names the row and the column, or the flag.
 SIGTERM exits with status 143 and leaves no partial output file. Tables are CSV or
@@ -711,6 +711,9 @@ def main(argv: list[str] | None = None) -> int:
     r.set_defaults(func=cmd_serve)
     c = sub.add_parser("columns", help="list the scenario columns and their defaults")
     c.set_defaults(func=cmd_columns)
+    from simulator.search.cli import add_parser as add_search
+
+    add_search(sub)
     args = parser.parse_args(argv)
     try:
         if getattr(args, "out", None):

@@ -1,0 +1,158 @@
+"""Deployment search: which GPUs, how many, which speculation method, K and batch cap meet
+the P99 SLOs at the lowest cost per 1M tokens (`simulator.search`).
+
+The page edits a YAML specification (an example to start from), runs the search in this
+process with a progress bar, and shows the confirmed configurations, the two Pareto
+fronts (a click on a point opens that configuration in the ROI calculator or the Sizer)
+and the table as CSV. Cancel stops the run at its next result and keeps what finished:
+each result is stored in the session as it arrives, so the rerun Cancel causes finds them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from app import figures_search, widgets
+from simulator.errors import InputError
+from simulator.search import parse_spec, run_search
+from simulator.search.table import finish
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLE_FILES = ("search-small.yaml", "search-70b.yaml")
+MAX_SPEC_CHARS = 20_000
+# Session key of the run: {'rows', 'done', 'total', 'plan', 'message', 'cancelled'}.
+STATE = "search_result"
+
+
+def _parse(text: str):
+    import yaml
+
+    if len(text) > MAX_SPEC_CHARS:
+        raise InputError(f"is longer than {MAX_SPEC_CHARS:,} characters", field="specification")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"is not valid YAML: {str(exc)[:200]}", field="specification") from None
+    return parse_spec(data, source="specification")
+
+
+def _run(spec, max_configs: int) -> None:
+    state = {"rows": [], "done": 0, "total": 0, "plan": "", "message": "", "cancelled": True}
+    st.session_state[STATE] = state
+    bar = st.progress(0.0, text="Stage one: pricing every candidate")
+
+    def on_plan(plan) -> None:
+        state["plan"] = plan.describe()
+        state["total"] = plan.to_confirm
+        bar.progress(0.0, text=state["plan"])
+
+    def on_result(row: dict, done: int, total: int) -> None:
+        state["rows"].append(row)
+        state["done"] = done
+        bar.progress(done / max(total, 1), text=f"Confirmed {done} of {total}")
+
+    result = run_search(spec, max_configs=max_configs, on_plan=on_plan, on_result=on_result)
+    state["cancelled"] = result.cancelled
+    state["message"] = result.message
+    bar.progress(1.0, text=f"Done in {result.seconds:.1f} s")
+
+
+def _show(state: dict, spec) -> None:
+    table = finish(state["rows"])
+    if state["plan"]:
+        st.caption(widgets.plain(state["plan"]))
+    if state["cancelled"]:
+        st.warning(f"Cancelled: {state['done']} of {state['total']} configurations kept.")
+    if state["message"]:
+        st.error(widgets.plain(state["message"]))
+    if not len(table):
+        return
+    best = table[table["optimum"]]
+    if len(best):
+        b = best.iloc[0]
+        st.success(
+            widgets.plain(
+                f"Cheapest within the SLO: #{b['id']} {b['tp']}x {b['gpu']}, {b['method']} "
+                f"K={b['k']}: ${b['cost_per_mtok_usd']:.3f} per 1M tokens at "
+                f"{b['max_rate_rps']:.2f} requests/s per replica; {int(b['replicas'])} "
+                f"replica(s), {int(b['gpus'])} GPUs"
+            )
+        )
+    picked = None
+    for which, column in zip(("cost", "throughput"), st.columns(2), strict=True):
+        event = column.plotly_chart(
+            figures_search.front_figure(table, which),
+            key=f"search_front_{which}",
+            on_select="rerun",
+            selection_mode="points",
+        )
+        picked = figures_search.selected_id(event) if picked is None else picked
+    if picked is not None and picked in set(table["id"]):
+        row = table[table["id"] == picked].iloc[0]
+        traffic = spec.traffic
+        links = figures_search.page_links(
+            row, traffic.prompt.mean, traffic.output.mean, traffic.rate_max
+        )
+        st.markdown(
+            f"#{picked}: " + " · ".join(f"[Open in {name}]({url})" for name, url in links.items())
+        )
+        st.code(row["launch_command"], language="bash")
+    else:
+        st.caption("Click a point to open that configuration in the ROI calculator or the Sizer.")
+    shown = table.drop(columns=["launch_command"])
+    st.dataframe(shown, hide_index=True)
+    st.download_button(
+        "Download the table (CSV)",
+        table.to_csv(index=False).encode(),
+        file_name="specplan-search.csv",
+        mime="text/csv",
+    )
+
+
+st.title("Deployment search")
+st.caption(
+    "The cheapest deployments meeting P99 TTFT and TPOT SLOs: every candidate priced by the "
+    "model, the survivors confirmed by the request-level simulation (highest rate within the "
+    "SLOs, by bisection), with and without speculation. `python -m simulator search` runs the "
+    "same search on Ray."
+)
+
+
+def _load_example() -> None:
+    name = st.session_state["search_example"]
+    st.session_state["search_spec"] = (EXAMPLES / name).read_text(encoding="utf-8")
+
+
+example = st.selectbox(
+    "Start from",
+    EXAMPLE_FILES,
+    key="search_example",
+    on_change=_load_example,
+    persist_state="session",
+)
+if "search_spec" not in st.session_state:
+    _load_example()
+text = st.text_area("Specification (YAML)", height=320, key="search_spec", persist_state="session")
+max_configs = st.number_input(
+    "Confirm at most (configurations)",
+    min_value=1,
+    max_value=5000,
+    value=200,
+    step=10,
+    key="search_max_configs",
+    persist_state="session",
+)
+go_col, cancel_col = st.columns([1, 1])
+run = go_col.button("Run search", type="primary", key="search_run")
+cancel_col.button("Cancel", key="search_cancel")
+try:
+    spec = _parse(text)
+except InputError as exc:
+    st.error(widgets.plain(str(exc)))
+    st.stop()
+if run:
+    _run(spec, int(max_configs))
+if STATE in st.session_state:
+    _show(st.session_state[STATE], spec)
