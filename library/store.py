@@ -41,6 +41,8 @@ SQLITE_BUSY_MS = 30_000
 """How long an SQLite writer waits for another one to finish."""
 _MIGRATION_LOCK = 0x5BEC_0001
 """PostgreSQL advisory lock key: two servers starting at once migrate one after the other."""
+READ_ONLY = "specplan_read_only"
+"""Execution option of a connection that only reads (SQLite then begins without a lock)."""
 _INFO_COLUMNS = [c for c in Entry.__table__.c if c.key != "content"]
 
 
@@ -68,7 +70,9 @@ def _sqlite_engine(url) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # A writer takes the write lock at BEGIN; a reader (WAL) never waits for one.
+        reading = connection.get_execution_options().get(READ_ONLY, False)
+        connection.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
 
     return engine
 
@@ -173,6 +177,7 @@ class Library:
     def _read(self, statement):
         try:
             with self.engine.connect() as connection:
+                connection.execution_options(**{READ_ONLY: True})
                 return connection.execute(statement).all()
         except SQLAlchemyError as exc:
             raise LibraryUnavailable(f"cannot read {self.where}: {_first_line(exc)}") from None
