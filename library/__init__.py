@@ -16,6 +16,15 @@ Imports SQLAlchemy, Alembic and `simulator` (profile parsing, errors); never Str
 """
 
 from library.errors import LibraryError, LibraryUnavailable, NameTaken
-from library.store import Library, open_library
 
 __all__ = ["Library", "LibraryError", "LibraryUnavailable", "NameTaken", "open_library"]
+
+
+def __getattr__(name: str):
+    # SQLAlchemy and Alembic load when the store is first used, not when a CLI's --help
+    # imports the package.
+    if name in ("Library", "open_library"):
+        from library import store
+
+        return getattr(store, name)
+    raise AttributeError(name)

@@ -39,7 +39,7 @@ def save_profile(lib: Library, name: str, data: bytes, *, notes: str = "", who=N
     """A specplan.profile/v1 file (JSON or CSV), checked field by field before it is kept."""
     from simulator.profile import load_profile
 
-    profile = load_profile(bytes(data), name=name[:80])
+    profile = load_profile(bytes(data), name=f"'{name[:80]}'")
     return lib.save(
         "profile",
         name,
@@ -61,7 +61,7 @@ def load_profile_entry(lib: Library, name: str):
     """The kept profile `name`, parsed (`simulator.profile.Profile`)."""
     from simulator.profile import load_profile
 
-    return load_profile(lib.content("profile", name), name=name[:80])
+    return load_profile(lib.content("profile", name), name=f"'{name[:80]}'")
 
 
 def save_benchmark(
