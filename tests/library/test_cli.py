@@ -144,3 +144,17 @@ def test_predict_with_a_kept_profile_matches_the_file(db, tmp_path):
         )
         == 2
     )
+
+
+def test_profiler_run_save_keeps_the_profile(db, tmp_path, capsys):
+    from profiler import cli
+
+    out = tmp_path / "tiny.json"
+    argv = ["run", "--target", "tiny", "--device", "cpu", "--batch", "1,2", "--k", "1"]
+    argv += ["--context", "16", "--out", str(out), "--save", "tiny on cpu"]
+    argv += ["--repeats", "3", "--warmup", "1", "--min-time", "0", "--threads", "1", "--quiet"]
+    assert cli.main(argv) == 0
+    assert "kept in the library as profile 'tiny on cpu'" in capsys.readouterr().err
+    lib = open_library(db)
+    assert lib.content("profile", "tiny on cpu") == out.read_bytes()
+    assert lib.get("profile", "tiny on cpu").model == "tiny"
