@@ -278,6 +278,7 @@ LINK_PARAMS = frozenset(
         ALPHA_KEY,
         POS_PARAM,
         PROFILE_PARAM,
+        "report",  # Reports: a table kept in the library (app/library_ui.py)
         # Streamlit's own.
         "embed",
         "embed_options",
@@ -720,16 +721,23 @@ def _profile_from_link() -> None:
     name = st.query_params.get(PROFILE_PARAM)
     if sim.CALIBRATE_KEY in ss or name is None:
         return
+    from app import library_ui
+
+    kept = library_ui.label_from_link(name)
     if name in sim.bundled_profile_paths():
         ss[sim.CALIBRATE_KEY] = sim.BUNDLED + name
+    elif kept is not None:
+        ss[sim.CALIBRATE_KEY] = kept
     else:
         ss[sim.CALIBRATE_KEY] = sim.NO_PROFILE
         ss[LINK_PROFILE_MISSING_KEY] = name
 
 
 def _profile_to_link(label: str) -> None:
+    from app import library_ui
+
     bundled = label.removeprefix(sim.BUNDLED) if label.startswith(sim.BUNDLED) else None
-    _set_param(PROFILE_PARAM, bundled)
+    _set_param(PROFILE_PARAM, bundled or library_ui.link_profile(label))
 
 
 def _shown(name: str) -> str:

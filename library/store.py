@@ -312,12 +312,16 @@ class Library:
             raise self._missing(kind, name)
         return bytes(rows[0][0])
 
-    def entries(self, kind: str | None = None, search: str = "") -> list[EntryInfo]:
-        """Entries without their content, newest first: of one kind, or all; `search`
-        matches name, device, model, engine or notes, any case."""
+    def entries(
+        self, kind: str | tuple[str, ...] | None = None, search: str = ""
+    ) -> list[EntryInfo]:
+        """Entries without their content, newest first: of one kind (or several), or all;
+        `search` matches name, device, model, engine or notes, any case."""
         query = select(*_INFO_COLUMNS).order_by(Entry.created_at.desc(), Entry.id.desc())
-        if kind is not None:
+        if isinstance(kind, str):
             query = query.where(Entry.kind == check_kind(kind))
+        elif kind is not None:
+            query = query.where(Entry.kind.in_([check_kind(k) for k in kind]))
         text = check_text(search, "search", 200).strip()
         if text:
             like = f"%{text}%"

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import figures, sim, widgets
+from app import figures, library_ui, sim, widgets
 from simulator.calibration import summary
 from simulator.errors import InputError
 from simulator.profile import MAX_PROFILE_BYTES
@@ -57,6 +57,8 @@ for up in uploads or []:
         f"{widgets.plain(', '.join(m.id for m in profile.models))}.",
         icon=":material/check:",
     )
+
+library_ui.profiles_section(store)
 
 options = sim.profile_options()
 if not options:
