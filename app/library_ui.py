@@ -24,7 +24,7 @@ LIBRARY = "library: "
 """Calibration label prefix of a kept profile: LIBRARY plus its name."""
 LINK_PREFIX = "library:"
 """A link's `profile=library:NAME` names a kept profile."""
-REPORT_PARAM = "report"
+REPORT_PARAM = widgets.REPORT_PARAM
 RETRY_S = 30.0
 """After a failed open, how long pages use the session alone before trying again."""
 SCENARIO_KEYS = tuple(
@@ -184,18 +184,19 @@ def _delete(lib, kind: str, name: str) -> None:
         _rerun_message("profiles", f"Not deleted: {exc}", ok=False)
 
 
-def listing_frame(entries) -> pd.DataFrame:
-    """The Profiles page's table of kept profiles and engine results."""
+def listing_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """The Profiles page's table of kept profiles and engine results (`Library.table`)."""
+    engine = (table["engine"] + " " + table["engine_version"]).str.strip()
     return pd.DataFrame(
         {
-            "name": [e.name for e in entries],
-            "kind": [e.kind for e in entries],
-            "device": [e.device for e in entries],
-            "model": [e.model for e in entries],
-            "engine": [f"{e.engine} {e.engine_version}".strip() for e in entries],
-            "saved by": [e.created_by for e in entries],
-            "saved": [_when(e.created_at) for e in entries],
-            "notes": [e.notes for e in entries],
+            "name": table["name"],
+            "kind": table["kind"],
+            "device": table["device"],
+            "model": table["model"],
+            "engine": engine,
+            "saved by": table["created_by"],
+            "saved": table["created_at"].dt.strftime("%Y-%m-%d %H:%M UTC"),
+            "notes": table["notes"],
         }
     )
 
@@ -215,18 +216,23 @@ def profiles_section(store: dict[str, bytes]) -> None:
     search = st.text_input(
         "Search by device, model, engine, name or notes", key="library_search", max_chars=200
     )
-    entries = lib.entries(("profile", "benchmark"), search)
-    if not entries:
+    table = lib.table(("profile", "benchmark"), search)
+    if table.empty:
         st.caption("Nothing kept matches." if search else "Nothing kept yet.")
         return
-    st.dataframe(listing_frame(entries), hide_index=True, key="library_table")
-    _entry_actions(lib, entries)
+    st.dataframe(listing_frame(table), hide_index=True, key="library_table")
+    _entry_actions(lib, table)
 
 
-def _entry_actions(lib, entries) -> None:
-    by_label = {f"{e.kind}: {e.name}": e for e in entries}
-    label = st.selectbox("Entry", list(by_label), key="library_entry")
-    e = by_label[label]
+def _entry_actions(lib, table: pd.DataFrame) -> None:
+    labels = (table["kind"] + ": " + table["name"]).tolist()
+    label = st.selectbox("Entry", labels, key="library_entry")
+    kind, name = label.split(": ", 1)
+    try:
+        e = lib.get(kind, name)
+    except LibraryError as exc:  # deleted by a teammate since the list was read
+        st.warning(widgets.plain(exc))
+        return
     st.caption(
         f"{widgets.plain(e.kind)} '{widgets.plain(e.name)}', saved by "
         f"{widgets.plain(e.created_by)} at {_when(e.created_at)}; sha256 {e.content_hash[:16]}…; "

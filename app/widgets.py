@@ -92,6 +92,8 @@ FALLBACK_ALPHA = 0.7
 ALPHA_KEY = "acceptance_rate"
 POS_PARAM = "pos"
 PROFILE_PARAM = "profile"
+REPORT_PARAM = "report"
+"""Reports: the name of a table kept in the library (app/library_ui.py)."""
 POS_DECIMALS = 4
 """Enough for a /metrics scrape's rates (simulator.metrics writes 4 decimals)."""
 LINK_POSITIONS_KEY = "link_positions"
@@ -278,7 +280,7 @@ LINK_PARAMS = frozenset(
         ALPHA_KEY,
         POS_PARAM,
         PROFILE_PARAM,
-        "report",  # Reports: a table kept in the library (app/library_ui.py)
+        REPORT_PARAM,
         # Streamlit's own.
         "embed",
         "embed_options",

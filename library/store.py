@@ -14,7 +14,17 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.util.exc import CommandError
-from sqlalchemy import Engine, create_engine, delete, event, or_, select, update
+from sqlalchemy import (
+    Engine,
+    String,
+    create_engine,
+    delete,
+    event,
+    or_,
+    select,
+    type_coerce,
+    update,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -328,6 +338,33 @@ class Library:
             columns = (Entry.name, Entry.device, Entry.model, Entry.engine, Entry.notes)
             query = query.where(or_(*(c.ilike(like) for c in columns)))
         return [_info(row) for row in self._read(query)]
+
+    def table(self, kind: tuple[str, ...], search: str = ""):
+        """What a page lists, as a DataFrame, newest first: kind, name, device, model,
+        engine, engine_version, created_by, created_at (UTC), notes. Built without a
+        Python object per row, so 10,000 entries list in tens of milliseconds."""
+        import pandas as pd
+
+        columns = ["kind", "name", "device", "model", "engine", "engine_version"]
+        columns += ["created_by", "created_at", "notes"]
+        selected = [getattr(Entry, c) for c in columns]
+        # The stored text of the time on SQLite (parsed below, all rows at once).
+        selected[7] = type_coerce(Entry.created_at, String)
+        query = (
+            select(*selected)
+            .where(Entry.kind.in_([check_kind(k) for k in kind]))
+            .order_by(Entry.created_at.desc(), Entry.id.desc())
+        )
+        text = check_text(search, "search", 200).strip()
+        if text:
+            like = f"%{text}%"
+            fields = (Entry.name, Entry.device, Entry.model, Entry.engine, Entry.notes)
+            query = query.where(or_(*(c.ilike(like) for c in fields)))
+        rows = self._read(query)
+        values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
+        frame = pd.DataFrame(dict(zip(columns, values, strict=True)))
+        frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True, format="ISO8601")
+        return frame
 
     def kinds_named(self, name: str) -> list[str]:
         """The kinds that have an entry of this name."""
