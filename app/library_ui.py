@@ -201,6 +201,18 @@ def listing_frame(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _listing(where: str, kinds: tuple[str, ...], search: str, version: tuple) -> pd.DataFrame:
+    lib, _ = library()
+    return lib.table(kinds, search)
+
+
+def listing(lib, kinds: tuple[str, ...], search: str) -> pd.DataFrame:
+    """`lib.table(kinds, search)`, read again only when the rows changed (any session's
+    save, rename, note or delete changes `table_version`)."""
+    return _listing(lib.where, kinds, search, lib.table_version(kinds))
+
+
 def profiles_section(store: dict[str, bytes]) -> None:
     """The Profiles page's library: keep an upload, search, act on one entry."""
     st.subheader("Library")
@@ -216,7 +228,7 @@ def profiles_section(store: dict[str, bytes]) -> None:
     search = st.text_input(
         "Search by device, model, engine, name or notes", key="library_search", max_chars=200
     )
-    table = lib.table(("profile", "benchmark"), search)
+    table = listing(lib, ("profile", "benchmark"), search)
     if table.empty:
         st.caption("Nothing kept matches." if search else "Nothing kept yet.")
         return
