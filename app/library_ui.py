@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from urllib.parse import quote, urlencode
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -427,8 +428,13 @@ def _compare_with_saved(report: pd.DataFrame) -> None:
 
     cols = [c for c in ("speedup", "spec_tpot_ms", "cost_per_mtok_spec") if c in outputs]
     same = len(outputs) == len(report) and all(
-        pd.Series(outputs[c], dtype=float).round(9).tolist()
-        == pd.Series(report[c], dtype=float).round(9).tolist()
+        np.allclose(
+            pd.to_numeric(outputs[c], errors="coerce").to_numpy(float),
+            pd.to_numeric(report[c], errors="coerce").to_numpy(float),
+            rtol=1e-9,
+            atol=0.0,
+            equal_nan=True,  # a figure the model cannot give (no price) is missing in both
+        )
         for c in cols
     )
     note = "" if version == model_version() else f" (saved by model {version})"

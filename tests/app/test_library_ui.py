@@ -145,3 +145,18 @@ def test_a_report_saved_reopens_with_the_same_numbers(app, db):
     again = _table(at, "speedup [x]")
     assert again.equals(shown)
     assert any("the outputs are those saved" in c.value for c in at.caption)
+
+
+def test_a_calibrated_report_without_a_price_reopens_as_saved(app, db, profile_json):
+    """A CPU has no catalog price, so its costs are missing (NaN) in the saved outputs and
+    in the recomputed ones: that is the same table, not a difference."""
+    save_profile(open_library(db), "team cpu", profile_json)
+    linked = {"profile": "library:team cpu"}
+    scenario = {"gpu": "cpu", "target": "llama-3.2-1b", "method": "ngram", "num_gpus": "1"}
+    at = app("reports", query={**scenario, **linked})
+    assert _table(at, "speedup [x]")["$/1M tok after"].isna().all()
+    at.text_input(key="report_save_name").set_value("cpu plan").run()
+    at.button(key="report_save").click().run()
+    at = app("reports", query={"report": "cpu plan", **linked})
+    assert any("the outputs are those saved" in c.value for c in at.caption)
+    assert not at.warning
