@@ -150,6 +150,42 @@ def cmd_delete(args) -> int:
     return 0
 
 
+def cmd_history(args) -> int:
+    import pandas as pd
+
+    lib = _open(args)
+    rows = lib.figures(args.metric)
+    if not rows:
+        print("no validation run kept" + (f" with figure '{args.metric}'" if args.metric else ""))
+        return 0
+    versions = {e.name: e.model_version for e in lib.entries("validation")}
+    table = pd.DataFrame(rows, columns=["run", "saved_at", "figure", "value"])
+    table["model_version"] = table["run"].map(versions)
+    table["saved_at"] = table["saved_at"].dt.strftime("%Y-%m-%d %H:%M UTC")
+    print(table.to_string(index=False))
+    return 0
+
+
+def save_validation_run(name: str, errors, summary, *, source: str) -> None:
+    """`validate --save NAME`: the run's per-case errors and its headline figures
+    (fractions): median |error|, signed median, cases, and median |error| per method."""
+    from library.kinds import save_validation
+
+    figures = {
+        "median_abs_error": summary.median_abs_error,
+        "signed_median": summary.signed_median,
+        "cases": float(summary.cases),
+    }
+    for method, row in summary.by_method.iterrows():
+        figures[f"median_abs_error/{method}"] = float(row["median_abs_error"])
+    figures = {k: v for k, v in figures.items() if v == v}  # a method without cases: NaN
+    saved = save_validation(
+        _open(None), name, errors, figures, notes=f"validate --published {source}"
+    )
+    said = "already kept as" if saved.existed else "kept as"
+    print(f"{said} validation run '{saved.entry.name}'", file=sys.stderr)
+
+
 def add_library_parser(sub) -> None:
     """Register `library` and its subcommands on a parent's subparsers."""
     p = sub.add_parser("library", help="the team's library: list, show, export, import, delete")
@@ -183,6 +219,8 @@ def add_library_parser(sub) -> None:
     v.add_argument("--engine", help="engine result: vllm, sglang, trtllm")
     v.add_argument("--engine-version", help="engine result: the engine's version")
     v.add_argument("--model", help="engine result: the model served")
+    v = verb("history", "validation figures over time, oldest first", cmd_history)
+    v.add_argument("--metric", help="one figure, e.g. median_abs_error")
     v = verb("delete", "remove one entry (asks for --yes)", cmd_delete)
     v.add_argument("name")
     v.add_argument("--kind", choices=KIND_CHOICES)

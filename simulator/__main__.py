@@ -396,6 +396,10 @@ def cmd_validate(args) -> int:
         print("\nmedian |error| with one term switched off (rows) by source (columns):")
         print((100 * table).round(1).to_string())
     print(f"wrote {len(errors)} scored cases to {args.out}", file=sys.stderr)
+    if args.save:
+        from library.cli import save_validation_run
+
+        save_validation_run(args.save, errors, summarise(errors), source=args.published)
     return 0
 
 
@@ -679,6 +683,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     v.add_argument("--gpus", default=str(GPUS_CSV), help="GPU catalog CSV")
     v.add_argument("--models", default=str(MODELS_CSV), help="model catalog CSV")
+    v.add_argument(
+        "--save",
+        metavar="NAME",
+        help="also keep this run's figures in the library (`library history` follows them)",
+    )
     v.set_defaults(func=cmd_validate)
     r = sub.add_parser(
         "serve",

@@ -158,3 +158,26 @@ def test_profiler_run_save_keeps_the_profile(db, tmp_path, capsys):
     lib = open_library(db)
     assert lib.content("profile", "tiny on cpu") == out.read_bytes()
     assert lib.get("profile", "tiny on cpu").model == "tiny"
+
+
+def test_validate_save_keeps_the_figures_over_time(db, tmp_path, capsys):
+    from library.kinds import save_validation
+    from tests.library.test_store import ROOT
+
+    published = str(ROOT / "data" / "validation" / "published.csv")
+    out = str(tmp_path / "errors.csv")
+    lib = open_library(db)
+    # An earlier run, by an older model, that was worse.
+    save_validation(lib, "last month", pd.DataFrame({"case_id": ["a"]}), {"median_abs_error": 0.5})
+    assert main(["validate", "--published", published, "--out", out, "--save", "today"]) == 0
+    assert "kept as validation run 'today'" in capsys.readouterr().err
+    runs = lib.figures("median_abs_error")
+    assert [r[0] for r in runs] == ["last month", "today"]
+    errors = pd.read_csv(out)
+    ok = errors[errors["predicted_speedup"].notna()]
+    assert runs[1][3] == pytest.approx(ok["abs_error"].median())
+    assert lib.content("validation", "today") == errors.to_csv(index=False).encode()
+    assert any(r[2].startswith("median_abs_error/") for r in lib.figures())
+    assert main(["library", "history", "--metric", "median_abs_error"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.index("last month") < shown.index("today") and "0.5" in shown
