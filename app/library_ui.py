@@ -156,20 +156,21 @@ def _calibrate(name: str) -> None:
     st.session_state[sim.CALIBRATE_KEY] = LIBRARY + name
 
 
-def _rename(lib, kind: str, name: str) -> None:
-    new = st.session_state.get("library_new_name", "")
+def _rename(lib, kind: str, name: str, key: str) -> None:
+    new = st.session_state.get(key, "")
     try:
         lib.rename(kind, name, new)
         _rerun_message("profiles", f"Renamed '{name}' to '{new.strip()}'.")
+        st.session_state["library_entry"] = f"{kind}: {new.strip()}"
         if st.session_state.get(sim.CALIBRATE_KEY) == LIBRARY + name:
             st.session_state[sim.CALIBRATE_KEY] = LIBRARY + new.strip()
     except InputError as exc:
         _rerun_message("profiles", f"Not renamed: {exc}", ok=False)
 
 
-def _annotate(lib, kind: str, name: str) -> None:
+def _annotate(lib, kind: str, name: str, key: str) -> None:
     try:
-        lib.annotate(kind, name, st.session_state.get("library_notes", ""))
+        lib.annotate(kind, name, st.session_state.get(key, ""))
         _rerun_message("profiles", f"Notes of '{name}' saved.")
     except InputError as exc:
         _rerun_message("profiles", f"Notes not saved: {exc}", ok=False)
@@ -179,6 +180,7 @@ def _delete(lib, kind: str, name: str) -> None:
     try:
         lib.delete(kind, name)
         _rerun_message("profiles", f"Deleted '{name}'.")
+        st.session_state.pop("library_entry", None)
         if st.session_state.get(sim.CALIBRATE_KEY) == LIBRARY + name:
             st.session_state[sim.CALIBRATE_KEY] = sim.NO_PROFILE
     except InputError as exc:
@@ -257,13 +259,23 @@ def _entry_actions(lib, table: pd.DataFrame) -> None:
             "Calibrate with this", key="library_calibrate", on_click=_calibrate, args=(e.name,)
         )
         c[0].markdown(f"[Link](/profiles?profile={quote(LINK_PREFIX + e.name, safe='')})")
-    c[1].text_input("New name", key="library_new_name", max_chars=200)
-    c[1].button("Rename", key="library_rename", on_click=_rename, args=(lib, e.kind, e.name))
-    c[2].text_input("Notes", value=e.notes, key="library_notes")
-    c[2].button(
-        "Save notes", key="library_annotate", on_click=_annotate, args=(lib, e.kind, e.name)
+    # Keys per entry: choosing another entry never carries a typed name, notes or a
+    # ticked confirmation over to it.
+    new_key, notes_key = f"library_new_name:{e.id}", f"library_notes:{e.id}"
+    c[1].text_input("New name", key=new_key, max_chars=200)
+    c[1].button(
+        "Rename", key="library_rename", on_click=_rename, args=(lib, e.kind, e.name, new_key)
     )
-    confirm = c[3].checkbox(f"Yes, delete '{widgets.plain(e.name[:40])}'", key="library_confirm")
+    c[2].text_input("Notes", value=e.notes, key=notes_key)
+    c[2].button(
+        "Save notes",
+        key="library_annotate",
+        on_click=_annotate,
+        args=(lib, e.kind, e.name, notes_key),
+    )
+    confirm = c[3].checkbox(
+        f"Yes, delete '{widgets.plain(e.name[:40])}'", key=f"library_confirm:{e.id}"
+    )
     c[3].button(
         "Delete",
         key="library_delete",

@@ -8,6 +8,8 @@ session and a server restart.
   run (`upgrade head`) every time a library is opened.
 - `store.py`: `open_library()` and the `Library` whose methods save, list, rename,
   annotate and delete entries, each write in one transaction, SQL through bound parameters.
+- `kinds.py`: saving and reading back each kind (profile, engine result, scrape, scenario,
+  report, validation run) and the model version a report is computed by.
 - `entries.py`: what one entry is (frozen dataclasses), name and size checks, content hash.
 - `export.py`: an entry as JSON or CSV, and back; `cli.py`: `python -m simulator library`.
 - `errors.py`: `LibraryError` and its kinds; each is an `InputError`, so a command exits 2.

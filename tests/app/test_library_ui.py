@@ -63,16 +63,17 @@ def test_search_rename_annotate_and_delete_with_confirmation(app, db, profile_do
     at = app("profiles")
     at.text_input(key="library_search").set_value("h200").run()
     assert _table(at, "saved by")["name"].tolist() == ["NVIDIA H200 profile"]
-    at.text_input(key="library_new_name").set_value("h200 nightly").run()
+    h200 = lib.get("profile", "NVIDIA H200 profile").id
+    at.text_input(key=f"library_new_name:{h200}").set_value("h200 nightly").run()
     at.button(key="library_rename").click().run()
     assert lib.get("profile", "h200 nightly").device == "NVIDIA H200"
     at.text_input(key="library_search").set_value("").run()
     at.selectbox(key="library_entry").set_value("profile: h200 nightly").run()
-    at.text_input(key="library_notes").set_value("driver 580").run()
+    at.text_input(key=f"library_notes:{h200}").set_value("driver 580").run()
     at.button(key="library_annotate").click().run()
     assert lib.get("profile", "h200 nightly").notes == "driver 580"
     assert at.button(key="library_delete").disabled
-    at.checkbox(key="library_confirm").check().run()
+    at.checkbox(key=f"library_confirm:{h200}").check().run()
     at.button(key="library_delete").click().run()
     assert [e.name for e in lib.entries()] == ["AMD EPYC profile"]
     assert any("Deleted" in s for s in _texts(at.success))
