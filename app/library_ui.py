@@ -10,6 +10,7 @@ Everything a user typed is shown through `widgets.plain`.
 
 from __future__ import annotations
 
+import functools
 import time
 from urllib.parse import quote, urlencode
 
@@ -72,6 +73,25 @@ def library():
         return None, why
     _failed.pop(url, None)
     return lib, ""
+
+
+def guarded(section):
+    """A page section that reads or writes the library: when the database stops answering
+    mid-session (a server restarted, a disk gone), the section says so and the page goes
+    on."""
+
+    @functools.wraps(section)
+    def run(*args, **kwargs):
+        try:
+            return section(*args, **kwargs)
+        except LibraryError as exc:
+            st.warning(
+                f":material/cloud_off: The library did not answer: {widgets.plain(exc)}. "
+                "Nothing stored was changed; what you do now lasts for this session only."
+            )
+            return None
+
+    return run
 
 
 def session_only_note(lib, why: str, what: str = "Uploads") -> None:
@@ -216,6 +236,7 @@ def listing(lib, kinds: tuple[str, ...], search: str) -> pd.DataFrame:
     return _listing(lib.where, kinds, search, lib.table_version(kinds))
 
 
+@guarded
 def profiles_section(store: dict[str, bytes]) -> None:
     """The Profiles page's library: keep an upload, search, act on one entry."""
     st.subheader("Library")
@@ -302,6 +323,7 @@ def scenario_link(page: str, params: dict[str, str]) -> str:
     return PAGE_PATHS.get(page, "/") + ("?" + urlencode(params) if params else "")
 
 
+@guarded
 def scenario_bar(page: str) -> None:
     """Save the page's scenario under a name; open a saved one (its link)."""
     lib, why = library()
@@ -375,6 +397,7 @@ def editor_rows(rows: pd.DataFrame, columns) -> pd.DataFrame:
     return rows.reset_index(drop=True)
 
 
+@guarded
 def report_from_link(rows_key: str, clear: tuple[str, ...], columns) -> None:
     """A link's `report=NAME` opens that kept table, once per session."""
     name = st.query_params.get(REPORT_PARAM)
@@ -388,6 +411,7 @@ def report_from_link(rows_key: str, clear: tuple[str, ...], columns) -> None:
     _open_report(lib, name, rows_key, clear, columns)
 
 
+@guarded
 def report_bar(rows: pd.DataFrame, report: pd.DataFrame, *, rows_key, clear, columns) -> None:
     """Save the table (rows and outputs as computed); reopen a saved one."""
     lib, why = library()

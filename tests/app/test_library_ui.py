@@ -161,3 +161,22 @@ def test_a_calibrated_report_without_a_price_reopens_as_saved(app, db, profile_j
     at = app("reports", query={"report": "cpu plan", **linked})
     assert any("the outputs are those saved" in c.value for c in at.caption)
     assert not at.warning
+
+
+def test_a_library_that_stops_answering_mid_session(app, db, monkeypatch, profile_json):
+    from library import LibraryUnavailable
+    from library.store import Library
+
+    save_profile(open_library(db), "kept", profile_json)
+    at = app("profiles")
+    assert _table(at, "saved by")["name"].tolist() == ["kept"]
+
+    def gone(*args, **kwargs):
+        raise LibraryUnavailable("cannot read the library: server closed the connection")
+
+    for method in ("table", "table_version", "entries", "get", "content"):
+        monkeypatch.setattr(Library, method, gone)
+    for page in ("profiles", "roi", "reports"):
+        at.switch_page(f"views/{page}.py").run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert any("The library did not answer" in w.value for w in at.warning)
