@@ -94,6 +94,27 @@ def guarded(section):
     return run
 
 
+USER_HEADERS = ("X-Forwarded-Email", "X-Forwarded-User", "X-Auth-Request-Email")
+"""Headers an authenticating proxy in front of the dashboard (oauth2-proxy and the like)
+sets to the signed-in user; they name who saved an entry when present."""
+
+
+def who() -> str | None:
+    """The signed-in user (Streamlit's own login, else a proxy's header), or None: the
+    library then records SPECPLAN_USER or the server's user name."""
+    try:
+        if st.user.is_logged_in:
+            return str(st.user.get("email") or st.user.get("name"))[:200]
+    except Exception:  # no login configured on this server
+        pass
+    headers = st.context.headers or {}
+    for name in USER_HEADERS:
+        value = headers.get(name)
+        if value:
+            return str(value).strip()[:200]
+    return None
+
+
 def session_only_note(lib, why: str, what: str = "Uploads") -> None:
     if lib is None:
         st.info(
@@ -163,7 +184,7 @@ def _save_uploads(lib, store: dict[str, bytes]) -> None:
             from library.kinds import save_profile
 
             try:
-                saved = save_profile(lib, name.strip() or file, store[file], notes=notes)
+                saved = save_profile(lib, name.strip() or file, store[file], notes=notes, who=who())
             except InputError as exc:
                 st.error(f"Not saved: {widgets.plain(exc)}", icon=":material/error:")
             else:
@@ -349,7 +370,7 @@ def _save_scenario(lib, page: str, name: str, notes: str) -> None:
     from library.kinds import save_scenario
 
     try:
-        saved = save_scenario(lib, name, page, scenario_params(), notes=notes)
+        saved = save_scenario(lib, name, page, scenario_params(), notes=notes, who=who())
     except NameTaken as exc:
         st.error(f"Not saved: {widgets.plain(exc)}", icon=":material/error:")
     except InputError as exc:
@@ -428,7 +449,7 @@ def report_bar(rows: pd.DataFrame, report: pd.DataFrame, *, rows_key, clear, col
             from library.kinds import save_report
 
             try:
-                saved = save_report(lib, name, rows, report, notes=notes)
+                saved = save_report(lib, name, rows, report, notes=notes, who=who())
             except InputError as exc:
                 st.error(f"Not saved: {widgets.plain(exc)}", icon=":material/error:")
             else:
