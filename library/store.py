@@ -65,7 +65,14 @@ def _first_line(exc: BaseException) -> str:
 def _sqlite_engine(url) -> Engine:
     path = url.database
     if path and path != ":memory:":
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(path).expanduser().parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LibraryUnavailable(
+                f"cannot create the library's folder {folder} ({exc.strerror or exc}); set "
+                "SPECPLAN_DB_URL to a file where you may write"
+            ) from None
     engine = create_engine(url, connect_args={"check_same_thread": False})
 
     @event.listens_for(engine, "connect")

@@ -179,3 +179,11 @@ def test_a_failure_between_two_inserts_rolls_back_both(lib):
     event.remove(lib.engine, "before_cursor_execute", _fail)
     assert [e.name for e in lib.entries()] == ["kept"]
     assert lib.figures() == []
+
+
+def test_a_folder_that_cannot_be_created(tmp_path):
+    blocker = tmp_path / "a file"
+    blocker.write_text("in the way")
+    with pytest.raises(LibraryUnavailable, match="cannot create the library's folder"):
+        open_library(f"sqlite:///{blocker / 'specplan' / 'library.db'}")
+    assert blocker.read_text() == "in the way"
