@@ -20,8 +20,10 @@ file changes:
   or α, or brings a scrape of their own; where the published figure still rounds to them,
   it plans with that at full precision.
 - `profile=cpu/tiny.json` (`cpu%2Ftiny.json` once encoded): the bundled calibration profile
-  (Profiles page), by its path under data/profiles/. An uploaded profile cannot travel in
-  a link; the sidebar says so.
+  (Profiles page), by its path under data/profiles/; `profile=library:NAME`, a profile
+  kept in the team's library (app/library_ui.py). An upload kept only in the session
+  cannot travel in a link; the sidebar says so.
+- `report=NAME`: on Reports, a table kept in the library, reopened with its rows.
 """
 
 from __future__ import annotations
