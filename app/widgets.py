@@ -23,7 +23,8 @@ file changes:
   (Profiles page), by its path under data/profiles/; `profile=library:NAME`, a profile
   kept in the team's library (app/library_ui.py). An upload kept only in the session
   cannot travel in a link; the sidebar says so.
-- `report=NAME`: on Reports, a table kept in the library, reopened with its rows.
+- `report=NAME`: on Reports, a table kept in the library (app/library_saves.py), reopened
+  with its rows.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ ALPHA_KEY = "acceptance_rate"
 POS_PARAM = "pos"
 PROFILE_PARAM = "profile"
 REPORT_PARAM = "report"
-"""Reports: the name of a table kept in the library (app/library_ui.py)."""
+"""Reports: the name of a table kept in the library (app/library_saves.py)."""
 POS_DECIMALS = 4
 """Enough for a /metrics scrape's rates (simulator.metrics writes 4 decimals)."""
 LINK_POSITIONS_KEY = "link_positions"
