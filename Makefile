@@ -32,5 +32,6 @@ bench: $(BIN)/.stamp
 	$(BIN)/python bench/sweep.py
 	$(BIN)/python bench/io.py
 	$(BIN)/python bench/serving.py
+	$(BIN)/python bench/library_speed.py
 
 .PHONY: run test fuzz bench

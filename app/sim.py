@@ -147,6 +147,10 @@ def profile_options() -> dict[str, tuple[str, bytes]]:
     """Every profile a page may calibrate with: label -> (file name, bytes)."""
     labels = [BUNDLED + name for name in bundled_profile_paths()]
     labels += [UPLOADED + name for name in uploaded_profiles()]
+    chosen = st.session_state.get(CALIBRATE_KEY, "")
+    if chosen.startswith("library: "):
+        # Only the kept profile in use: the library may hold thousands (Profiles page).
+        labels.append(chosen)
     out = {label: profile_option(label) for label in labels}
     return {label: option for label, option in out.items() if option is not None}
 
@@ -165,6 +169,10 @@ def profile_option(label: str) -> tuple[str, bytes] | None:
         name = label.removeprefix(UPLOADED)
         data = uploaded_profiles().get(name)
         return None if data is None else (name, data)
+    from app import library_ui
+
+    if label.startswith(library_ui.LIBRARY):
+        return library_ui.kept_profile(label.removeprefix(library_ui.LIBRARY))
     return None
 
 

@@ -20,8 +20,11 @@ file changes:
   or α, or brings a scrape of their own; where the published figure still rounds to them,
   it plans with that at full precision.
 - `profile=cpu/tiny.json` (`cpu%2Ftiny.json` once encoded): the bundled calibration profile
-  (Profiles page), by its path under data/profiles/. An uploaded profile cannot travel in
-  a link; the sidebar says so.
+  (Profiles page), by its path under data/profiles/; `profile=library:NAME`, a profile
+  kept in the team's library (app/library_ui.py). An upload kept only in the session
+  cannot travel in a link; the sidebar says so.
+- `report=NAME`: on Reports, a table kept in the library (app/library_saves.py), reopened
+  with its rows.
 """
 
 from __future__ import annotations
@@ -92,6 +95,8 @@ FALLBACK_ALPHA = 0.7
 ALPHA_KEY = "acceptance_rate"
 POS_PARAM = "pos"
 PROFILE_PARAM = "profile"
+REPORT_PARAM = "report"
+"""Reports: the name of a table kept in the library (app/library_saves.py)."""
 POS_DECIMALS = 4
 """Enough for a /metrics scrape's rates (simulator.metrics writes 4 decimals)."""
 LINK_POSITIONS_KEY = "link_positions"
@@ -278,6 +283,7 @@ LINK_PARAMS = frozenset(
         ALPHA_KEY,
         POS_PARAM,
         PROFILE_PARAM,
+        REPORT_PARAM,
         # Streamlit's own.
         "embed",
         "embed_options",
@@ -720,16 +726,23 @@ def _profile_from_link() -> None:
     name = st.query_params.get(PROFILE_PARAM)
     if sim.CALIBRATE_KEY in ss or name is None:
         return
+    from app import library_ui
+
+    kept = library_ui.label_from_link(name)
     if name in sim.bundled_profile_paths():
         ss[sim.CALIBRATE_KEY] = sim.BUNDLED + name
+    elif kept is not None:
+        ss[sim.CALIBRATE_KEY] = kept
     else:
         ss[sim.CALIBRATE_KEY] = sim.NO_PROFILE
         ss[LINK_PROFILE_MISSING_KEY] = name
 
 
 def _profile_to_link(label: str) -> None:
+    from app import library_ui
+
     bundled = label.removeprefix(sim.BUNDLED) if label.startswith(sim.BUNDLED) else None
-    _set_param(PROFILE_PARAM, bundled)
+    _set_param(PROFILE_PARAM, bundled or library_ui.link_profile(label))
 
 
 def _shown(name: str) -> str:

@@ -265,6 +265,14 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
         "short (Ctrl-C, an error) never replaces a profile holding more points: it writes "
         "<stem>.partial.json beside it instead",
     )
+    run.add_argument(
+        "--save",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="also keep the profile in the library (SPECPLAN_DB_URL, else the file under the "
+        "user's data directory), under NAME (default <device>/<target>[+<draft>])",
+    )
     run.add_argument("--depths", help="run only these depths and extrapolate, e.g. 1,2,4")
     run.add_argument(
         "--max-layers",
@@ -725,6 +733,11 @@ def _measure_and_write(args: argparse.Namespace, argv: list[str], specs: list) -
         + (f"; {kept}" if kept else ""),
         file=sys.stderr,
     )
+    if args.save is not None and stop is None:
+        from library.cli import save_after_run
+
+        name = args.save or f"{devinfo.device_slug(info)}/{_name(args)}"
+        return save_after_run(path, name) or code
     return code
 
 

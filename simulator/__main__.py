@@ -163,12 +163,16 @@ def _calibration(args):
                 "names the GPU of a --profile, and none was given", field="--profile-gpu"
             )
         return None, {}
+    from library.cli import profile_source
     from simulator.calibration import Calibration, match_gpu_id
     from simulator.profile import load_profile
 
+    profiles = {}
     for path in args.profile:
-        check_file(path, "--profile")
-    profiles = {path: load_profile(path) for path in args.profile}
+        kept = profile_source(path)  # `library:NAME`: a profile kept in the library
+        if kept is None:
+            check_file(path, "--profile")
+        profiles[path] = load_profile(path if kept is None else kept, name=path)
     devices = {
         path: args.profile_gpu or match_gpu_id(p.device.name, p.device.kind)
         for path, p in profiles.items()
@@ -392,6 +396,10 @@ def cmd_validate(args) -> int:
         print("\nmedian |error| with one term switched off (rows) by source (columns):")
         print((100 * table).round(1).to_string())
     print(f"wrote {len(errors)} scored cases to {args.out}", file=sys.stderr)
+    if args.save:
+        from library.cli import save_validation_run
+
+        save_validation_run(args.save, errors, summarise(errors), source=args.published)
     return 0
 
 
@@ -602,7 +610,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", default=str(GPUS_CSV), help="GPU catalog CSV")
     p.add_argument("--models", default=str(MODELS_CSV), help="model catalog CSV")
     p.add_argument(
-        "--profile", action="append", help="profile JSON/CSV to calibrate with (repeatable)"
+        "--profile",
+        action="append",
+        help="profile JSON/CSV to calibrate with, or library:NAME for one kept in the library "
+        "(repeatable)",
     )
     p.add_argument(
         "--profile-gpu",
@@ -672,6 +683,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     v.add_argument("--gpus", default=str(GPUS_CSV), help="GPU catalog CSV")
     v.add_argument("--models", default=str(MODELS_CSV), help="model catalog CSV")
+    v.add_argument(
+        "--save",
+        metavar="NAME",
+        help="also keep this run's figures in the library (`library history` follows them)",
+    )
     v.set_defaults(func=cmd_validate)
     r = sub.add_parser(
         "serve",
@@ -714,6 +730,9 @@ def main(argv: list[str] | None = None) -> int:
     from simulator.search.cli import add_parser as add_search
 
     add_search(sub)
+    from library.cli import add_library_parser
+
+    add_library_parser(sub)
     args = parser.parse_args(argv)
     try:
         if getattr(args, "out", None):

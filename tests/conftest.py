@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def library_in_a_temporary_folder(tmp_path_factory):
+    """The dashboard and the CLI keep their library in a file of this test session, never
+    in the user's data directory (a test that needs another sets SPECPLAN_DB_URL itself)."""
+    before = os.environ.get("SPECPLAN_DB_URL")
+    folder = tmp_path_factory.mktemp("library")
+    os.environ["SPECPLAN_DB_URL"] = f"sqlite:///{folder / 'library.db'}"
+    yield
+    if before is None:
+        os.environ.pop("SPECPLAN_DB_URL", None)
+    else:
+        os.environ["SPECPLAN_DB_URL"] = before
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import engine_imports, figures, sim, widgets
+from app import engine_imports, figures, library_ui, sim, widgets
 from simulator.calibration import summary
 from simulator.errors import InputError
 from simulator.profile import MAX_PROFILE_BYTES
@@ -59,6 +59,7 @@ for up in uploads or []:
     )
 
 engine_imports.upload_section()
+library_ui.profiles_section(store)
 
 options = sim.profile_options()
 if not options:

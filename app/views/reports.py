@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import sim, widgets
+from app import library_saves, sim, widgets
 from simulator import launch
 from simulator.errors import InputError
 from simulator.predict import CANNOT_RUN_REASONS, status_reasons
@@ -138,6 +138,7 @@ def _reset() -> None:
 if EDITOR_KEY not in st.session_state and EDITED_KEY in st.session_state:
     # Back from another page: the edits are gone from the editor, not from this table.
     st.session_state[ROWS_KEY] = st.session_state.pop(EDITED_KEY)
+library_saves.report_from_link(ROWS_KEY, (EDITOR_KEY, EDITED_KEY), EDITOR_COLUMNS)
 try:
     if ROWS_KEY not in st.session_state:
         st.session_state[ROWS_KEY] = _prefill()
@@ -229,6 +230,13 @@ which = c1.selectbox(
     persist_state="session",
 )
 widgets.checklist_panel(report.iloc[int(which) - 1].to_dict(), title=None, horizontal=True)
+library_saves.report_bar(
+    edited.dropna(how="all"),
+    report,
+    rows_key=ROWS_KEY,
+    clear=(EDITOR_KEY, EDITED_KEY),
+    columns=EDITOR_COLUMNS,
+)
 
 # ---------------------------------------------------------------------------- launch
 configs = []

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from app import figures, sim, widgets
+from app import figures, library_saves, sim, widgets
 from app.formatting import delta, money, signed_money
 from app.presets import MEASURED
 from simulator.economics import get_payback_months
@@ -33,6 +33,8 @@ st.caption(
     "sidebar; every number below comes from the simulator."
 )
 scenario = widgets.scenario_inputs()
+with st.sidebar:
+    library_saves.scenario_bar("roi")
 c1, c2, c3 = st.columns(3)
 k_choice = c1.selectbox(
     "K (speculative tokens per step)",

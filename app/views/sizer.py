@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import figures, sim, widgets
+from app import figures, library_saves, sim, widgets
 from app.formatting import delta, money, signed_money
 from simulator import launch
 from simulator.economics import get_demand_tok_s
@@ -53,6 +53,8 @@ st.caption(
     "many replicas the demand needs, and the command that deploys it."
 )
 scenario = widgets.scenario_inputs()
+with st.sidebar:
+    library_saves.scenario_bar("sizer")
 models, gpus = sim.models(), sim.gpus()
 c = st.columns([1.2, 1, 1.1, 1, 0.8])
 util = c[0].slider(

@@ -1,0 +1,313 @@
+"""The team's library on the dashboard: opening it once per server, what every page says
+when there is no database, and the Profiles page's list (search, rename, annotate,
+delete, calibrate). Named scenarios and report tables: `app/library_saves.py`.
+
+The library is opened once per server process (`SPECPLAN_DB_URL`, else the SQLite file
+under the user's data directory). When it cannot be opened the pages keep working on the
+session alone and say why nothing is kept; a failed open is retried after RETRY_S.
+Everything a user typed is shown through `widgets.plain`.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from urllib.parse import quote
+
+import pandas as pd
+import streamlit as st
+
+from app import sim, widgets
+from library.errors import LibraryError
+from simulator.errors import InputError
+
+LIBRARY = "library: "
+"""Calibration label prefix of a kept profile: LIBRARY plus its name."""
+LINK_PREFIX = "library:"
+"""A link's `profile=library:NAME` names a kept profile."""
+RETRY_S = 30.0
+"""After a failed open, how long pages use the session alone before trying again."""
+_failed: dict[str, tuple[float, str]] = {}
+
+
+@st.cache_resource(show_spinner=False)
+def _open(url: str):
+    from library.store import open_library
+
+    return open_library(url)
+
+
+def library():
+    """(the open Library or None, why there is none)."""
+    from library.location import configured_url, shown_url
+
+    url = configured_url()
+    if url is None:
+        return None, "the library is switched off (SPECPLAN_DB_URL=off)"
+    failed = _failed.get(url)
+    if failed and time.monotonic() - failed[0] < RETRY_S:
+        return None, failed[1]
+    try:
+        lib = _open(url)
+    except LibraryError as exc:
+        _failed[url] = (time.monotonic(), str(exc))
+        return None, str(exc)
+    except Exception as exc:  # a driver error the store did not foresee: still start
+        why = f"cannot open {shown_url(url)}: {type(exc).__name__}: {exc}"
+        _failed[url] = (time.monotonic(), why)
+        return None, why
+    _failed.pop(url, None)
+    return lib, ""
+
+
+def guarded(section):
+    """A page section that reads or writes the library: when the database stops answering
+    mid-session (a server restarted, a disk gone), the section says so and the page goes
+    on."""
+
+    @functools.wraps(section)
+    def run(*args, **kwargs):
+        try:
+            return section(*args, **kwargs)
+        except LibraryError as exc:
+            st.warning(
+                f":material/cloud_off: The library did not answer: {widgets.plain(exc)}. "
+                "Nothing stored was changed; what you do now lasts for this session only."
+            )
+            return None
+
+    return run
+
+
+USER_HEADERS = ("X-Forwarded-Email", "X-Forwarded-User", "X-Auth-Request-Email")
+"""Headers an authenticating proxy in front of the dashboard (oauth2-proxy and the like)
+sets to the signed-in user; they name who saved an entry when present."""
+
+
+def who() -> str | None:
+    """The signed-in user (Streamlit's own login, else a proxy's header), or None: the
+    library then records SPECPLAN_USER or the server's user name."""
+    try:
+        if st.user.is_logged_in:
+            return str(st.user.get("email") or st.user.get("name"))[:200]
+    except Exception:  # no login configured on this server
+        pass
+    headers = st.context.headers or {}
+    for name in USER_HEADERS:
+        value = headers.get(name)
+        if value:
+            return str(value).strip()[:200]
+    return None
+
+
+def session_only_note(lib, why: str, what: str = "Uploads") -> None:
+    if lib is None:
+        st.info(
+            f":material/cloud_off: No library: {widgets.plain(why)}. {what} last for this "
+            "browser session only; nothing is kept.",
+        )
+
+
+def rerun_message(kind: str, text: str, ok: bool = True) -> None:
+    st.session_state[f"library_msg:{kind}"] = (ok, text)
+
+
+def show_message(kind: str) -> None:
+    msg = st.session_state.pop(f"library_msg:{kind}", None)
+    if msg:
+        ok, text = msg
+        (st.success if ok else st.error)(widgets.plain(text))
+
+
+def when(t) -> str:
+    return t.strftime("%Y-%m-%d %H:%M UTC")
+
+
+# ---------------------------------------------------------------------------- profiles
+@st.cache_data(show_spinner=False, max_entries=32)
+def _kept_bytes(url_key: str, name: str, content_hash: str) -> bytes:
+    lib, _ = library()
+    return lib.content("profile", name)
+
+
+def kept_profile(name: str) -> tuple[str, bytes] | None:
+    """(name, bytes) of the kept profile `name`, or None (no library, or no such entry)."""
+    lib, _ = library()
+    if lib is None:
+        return None
+    try:
+        entry = lib.get("profile", name)
+        return name, _kept_bytes(lib.where, name, entry.content_hash)
+    except LibraryError:
+        return None
+
+
+def link_profile(label: str) -> str | None:
+    """The link's `profile` value for a kept profile's calibration label, else None."""
+    return LINK_PREFIX + label.removeprefix(LIBRARY) if label.startswith(LIBRARY) else None
+
+
+def label_from_link(value: str) -> str | None:
+    """The calibration label a link's `profile=library:NAME` stands for, if it is kept."""
+    if not value.startswith(LINK_PREFIX):
+        return None
+    name = value.removeprefix(LINK_PREFIX)
+    return LIBRARY + name if kept_profile(name) is not None else None
+
+
+def _save_uploads(lib, store: dict[str, bytes]) -> None:
+    """A form that keeps one of this session's uploads under a name, with notes."""
+    if not store:
+        return
+    with st.form("library_keep_upload", clear_on_submit=False, border=True):
+        st.markdown("**Keep an upload in the library**")
+        c = st.columns([1.2, 1.2, 2])
+        file = c[0].selectbox("Uploaded file", list(store), key="library_keep_file")
+        name = c[1].text_input("Name (default: the file's)", key="library_keep_name")
+        notes = c[2].text_input("Notes", key="library_keep_notes")
+        if st.form_submit_button("Save to library", icon=":material/save:"):
+            from library.kinds import save_profile
+
+            try:
+                saved = save_profile(lib, name.strip() or file, store[file], notes=notes, who=who())
+            except InputError as exc:
+                st.error(f"Not saved: {widgets.plain(exc)}", icon=":material/error:")
+            else:
+                e = saved.entry
+                said = "Already kept as" if saved.existed else "Kept as"
+                st.success(f"{said} '{widgets.plain(e.name)}'.", icon=":material/check:")
+
+
+def _calibrate(name: str) -> None:
+    st.session_state[sim.CALIBRATE_KEY] = LIBRARY + name
+
+
+def _rename(lib, kind: str, name: str, key: str) -> None:
+    new = st.session_state.get(key, "")
+    try:
+        lib.rename(kind, name, new)
+        rerun_message("profiles", f"Renamed '{name}' to '{new.strip()}'.")
+        st.session_state["library_entry"] = f"{kind}: {new.strip()}"
+        if st.session_state.get(sim.CALIBRATE_KEY) == LIBRARY + name:
+            st.session_state[sim.CALIBRATE_KEY] = LIBRARY + new.strip()
+    except InputError as exc:
+        rerun_message("profiles", f"Not renamed: {exc}", ok=False)
+
+
+def _annotate(lib, kind: str, name: str, key: str) -> None:
+    try:
+        lib.annotate(kind, name, st.session_state.get(key, ""))
+        rerun_message("profiles", f"Notes of '{name}' saved.")
+    except InputError as exc:
+        rerun_message("profiles", f"Notes not saved: {exc}", ok=False)
+
+
+def _delete(lib, kind: str, name: str) -> None:
+    try:
+        lib.delete(kind, name)
+        rerun_message("profiles", f"Deleted '{name}'.")
+        st.session_state.pop("library_entry", None)
+        if st.session_state.get(sim.CALIBRATE_KEY) == LIBRARY + name:
+            st.session_state[sim.CALIBRATE_KEY] = sim.NO_PROFILE
+    except InputError as exc:
+        rerun_message("profiles", f"Not deleted: {exc}", ok=False)
+
+
+def listing_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """The Profiles page's table of kept profiles and engine results (`Library.table`)."""
+    engine = (table["engine"] + " " + table["engine_version"]).str.strip()
+    return pd.DataFrame(
+        {
+            "name": table["name"],
+            "kind": table["kind"],
+            "device": table["device"],
+            "model": table["model"],
+            "engine": engine,
+            "saved by": table["created_by"],
+            "saved": table["created_at"].dt.strftime("%Y-%m-%d %H:%M UTC"),
+            "notes": table["notes"],
+        }
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _listing(where: str, kinds: tuple[str, ...], search: str, version: tuple) -> pd.DataFrame:
+    lib, _ = library()
+    return lib.table(kinds, search)
+
+
+def listing(lib, kinds: tuple[str, ...], search: str) -> pd.DataFrame:
+    """`lib.table(kinds, search)`, read again only when the rows changed (any session's
+    save, rename, note or delete changes `table_version`)."""
+    return _listing(lib.where, kinds, search, lib.table_version(kinds))
+
+
+@guarded
+def profiles_section(store: dict[str, bytes]) -> None:
+    """The Profiles page's library: keep an upload, search, act on one entry."""
+    st.subheader("Library")
+    lib, why = library()
+    if lib is None:
+        session_only_note(lib, why)
+        return
+    st.caption(
+        f"Kept in {widgets.plain(lib.where)}: every teammate on this server sees the same list."
+    )
+    _save_uploads(lib, store)
+    show_message("profiles")
+    search = st.text_input(
+        "Search by device, model, engine, name or notes", key="library_search", max_chars=200
+    )
+    table = listing(lib, ("profile", "benchmark"), search)
+    if table.empty:
+        st.caption("Nothing kept matches." if search else "Nothing kept yet.")
+        return
+    st.dataframe(listing_frame(table), hide_index=True, key="library_table")
+    _entry_actions(lib, table)
+
+
+def _entry_actions(lib, table: pd.DataFrame) -> None:
+    labels = (table["kind"] + ": " + table["name"]).tolist()
+    label = st.selectbox("Entry", labels, key="library_entry")
+    kind, name = label.split(": ", 1)
+    try:
+        e = lib.get(kind, name)
+    except LibraryError as exc:  # deleted by a teammate since the list was read
+        st.warning(widgets.plain(exc))
+        return
+    st.caption(
+        f"{widgets.plain(e.kind)} '{widgets.plain(e.name)}', saved by "
+        f"{widgets.plain(e.created_by)} at {when(e.created_at)}; sha256 {e.content_hash[:16]}…; "
+        f"{e.size_bytes:,} bytes."
+    )
+    c = st.columns(4, vertical_alignment="bottom")
+    if e.kind == "profile":
+        c[0].button(
+            "Calibrate with this", key="library_calibrate", on_click=_calibrate, args=(e.name,)
+        )
+        c[0].markdown(f"[Link](/profiles?profile={quote(LINK_PREFIX + e.name, safe='')})")
+    # Keys per entry: choosing another entry never carries a typed name, notes or a
+    # ticked confirmation over to it.
+    new_key, notes_key = f"library_new_name:{e.id}", f"library_notes:{e.id}"
+    c[1].text_input("New name", key=new_key, max_chars=200)
+    c[1].button(
+        "Rename", key="library_rename", on_click=_rename, args=(lib, e.kind, e.name, new_key)
+    )
+    c[2].text_input("Notes", value=e.notes, key=notes_key)
+    c[2].button(
+        "Save notes",
+        key="library_annotate",
+        on_click=_annotate,
+        args=(lib, e.kind, e.name, notes_key),
+    )
+    confirm = c[3].checkbox(
+        f"Yes, delete '{widgets.plain(e.name[:40])}'", key=f"library_confirm:{e.id}"
+    )
+    c[3].button(
+        "Delete",
+        key="library_delete",
+        disabled=not confirm,
+        on_click=_delete,
+        args=(lib, e.kind, e.name),
+        type="primary",
+    )
