@@ -491,15 +491,6 @@ def cmd_serve(args) -> int:
     except InputError as exc:
         flags = {"rate": "--rate", "concurrency": "--concurrency", "seed": "--seed"}
         raise InputError(exc.bare_message, field=flags.get(exc.field, "--requests")) from None
-    _check_decode_rounds(
-        scenarios,
-        args.requests,
-        args.inp,
-        _first_row(args.inp),
-        calibration=calibration,
-        gpus=gpus,
-        models=models,
-    )
     if not (
         np.isfinite(args.acceptance_spread) and 0 <= args.acceptance_spread <= MAX_ACCEPTANCE_SPREAD
     ):
@@ -533,6 +524,7 @@ def cmd_serve(args) -> int:
             "the load from --rate or --concurrency and simulates continuous batching"
         )
     priced = dict(calibration=calibration, gpus=gpus, models=models)
+    _check_decode_rounds(scenarios, args.requests, args.inp, _first_row(args.inp), **priced)
     slos = dict(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms)
     # The baseline's summary per (scenario as the baseline reads it, load, lengths): rows
     # that differ only in what speculation reads (K, method, acceptance) share one run.
