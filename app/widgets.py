@@ -328,8 +328,8 @@ def _forget_link_values(keys) -> None:
     """Drop `keys` from the address Streamlit seeds URL-bound inputs from: the link as the
     run first read it, which deleting them from `st.query_params` leaves as it was. There a
     dropped `batch_size=1e400` still reached its input, whose `int(float('inf'))` stopped
-    the page (Streamlit 1.67). The store is Streamlit's own: absent, nothing is done, and
-    tests/app/test_link_overflow.py says so."""
+    the page (Streamlit 1.67). The store is private to Streamlit: a version without it
+    makes this do nothing, and tests/app/test_link_overflow.py fail."""
     from streamlit.runtime.state.session_state_proxy import get_session_state
 
     with get_session_state().query_params() as qp:

@@ -22,8 +22,8 @@ FORMATS = {".csv": "csv", ".parquet": "parquet"}
 MAX_COLUMNS = 16_384
 """Most columns a table's header may hold: a spreadsheet's widest row (Excel's XFD), so
 any export fits. A reader builds an array per column, blank ones too (a blank column is
-dropped only once read, to refuse one that holds data): a million trailing commas cost
-43 s and 4.7 GB before this bound."""
+dropped only once read, to refuse one that holds data): one row with a million trailing
+commas took 4.7 GB and 43 to 88 s before this bound, and is refused in about a second."""
 
 
 def csv_frame(data: bytes, source: str, **read_csv):
