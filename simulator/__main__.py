@@ -407,21 +407,20 @@ SERVE_LIMIT = 200
 """Most (scenario x load) simulations one `serve` call runs."""
 
 
-def _check_decode_rounds(table, set_aside, requests: int, source: str, **priced) -> None:
+def _check_decode_rounds(table, requests: int, source: str, **priced) -> None:
     """Refuse `--requests` that a scenario's speculative arm could not simulate, before
     any run: its decode rounds are drawn ahead and bounded (`serving.MAX_DECODE_ROUNDS`);
     a request of L output tokens at tau tokens a round draws at least (L - 1) / tau x 1.3
     + 8 of them (`serving._Paths`; a spread of acceptance draws more), so the bound
-    depends on the lengths, not the count alone. `table`: the validated scenarios, whose
-    `set_aside` (load) columns are not read. What this estimate lets through and the
-    draw still finds too large is refused by the run, naming `--requests` too."""
+    depends on the lengths, not the count alone. `table`: the validated scenarios, load
+    columns set aside. What this estimate lets through and the draw still finds too
+    large is refused by the run, naming `--requests` too."""
     import numpy as np
 
     from simulator.predict import predict
     from simulator.serving import MAX_DECODE_ROUNDS
 
-    scenarios = table[[c for c in table.columns if str(c).strip() not in set_aside]]
-    pred = predict(scenarios, source=source, row_offset=_first_row(source), **priced)
+    pred = predict(table, source=source, row_offset=_first_row(source), **priced)
     spec = pred["method"].astype(str).ne("none").to_numpy()
     out_len = pred["output_len"].to_numpy(float)
     tau = np.maximum(pred["tau"].to_numpy(float), 1.0)
@@ -523,8 +522,10 @@ def cmd_serve(args) -> int:
             f"warning: {args.inp}: column(s) {', '.join(set_aside)} set aside: serve takes "
             "the load from --rate or --concurrency and simulates continuous batching"
         )
+    # Set aside before any cell is read: a load cell may hold anything (a list, in Parquet).
+    table = table[[c for c in table.columns if str(c).strip() not in load_columns]]
     priced = dict(calibration=calibration, gpus=gpus, models=models)
-    _check_decode_rounds(table, load_columns, args.requests, args.inp, **priced)
+    _check_decode_rounds(table, args.requests, args.inp, **priced)
     slos = dict(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms)
     # The baseline's summary per (scenario as the baseline reads it, load, lengths): rows
     # that differ only in what speculation reads (K, method, acceptance) share one run.

@@ -7,8 +7,8 @@ naming a column the file does not have (issue 24, "Hardening" 1 and 8).
 
 The engine's bound on decode rounds drawn ahead (`serving.MAX_DECODE_ROUNDS`) is lowered
 for these cases, so a request count the bound refuses is reached with runs that take a
-fraction of a second; a valid call larger than SERVE_WORK request-loads stops where its
-first simulation would start (what decides to run it is what is timed). A refusal names
+fraction of a second; a valid call larger than SERVE_TOKENS output tokens stops where
+its simulation would pass them (what decides to run it is what is timed). A refusal names
 a flag, or a row and a column of the file.
 """
 
@@ -36,10 +36,11 @@ ROWS = [
 ]
 """Scenarios that run, one without speculation, and one that cannot run (the 70B's
 weights exceed one L4): its rows carry the reason instead of numbers."""
-LOWERED_ROUNDS = 60_000
-"""MAX_DECODE_ROUNDS in these cases: 200 requests of 4,096 tokens pass it by far."""
-SERVE_WORK = 600
-"""Most (loads x requests) a case simulates; a larger valid call stops at its first run."""
+LOWERED_ROUNDS = 20_000
+"""MAX_DECODE_ROUNDS in these cases: 20 requests of 4,096 tokens pass it."""
+SERVE_TOKENS = 100_000
+"""Most output tokens a case simulates (requests x mean output length, summed over its
+runs); a valid call that asks more stops at the run that would pass it."""
 EDGES = {
     "--rate": ["1e-3", "7e-1", "1:2:1e-320", "0:1e308:1e-308", "1e-3:1e-2:1e-3", "1-3", "5e1"],
     "--concurrency": ["1", "4,16", "1-3", "0", "100000", "100001", "1e2", "1:1e308:1e-300"],
@@ -55,7 +56,7 @@ FLAGS = sorted(EDGES)
 
 
 class WouldRun(Exception):
-    """Every check passed and a simulation larger than SERVE_WORK was about to start."""
+    """Every check passed and the simulations were about to pass SERVE_TOKENS."""
 
 
 def _named(exc: BaseException) -> None:
@@ -78,11 +79,11 @@ def _serve(flags: dict[str, str], rows: list[int], lengths: tuple[int, int]):
     real, bound = serving.run_arms, serving.MAX_DECODE_ROUNDS
     work = [0]
 
-    def run_arms(scenario, load, *args, **kwargs):
-        work[0] += load.requests
-        if work[0] > SERVE_WORK:
+    def run_arms(scenario, load, prompt, output, **kwargs):
+        work[0] += load.requests * output.mean
+        if work[0] > SERVE_TOKENS:
             raise WouldRun
-        return real(scenario, load, *args, **kwargs)
+        return real(scenario, load, prompt, output, **kwargs)
 
     serving.run_arms, serving.MAX_DECODE_ROUNDS = run_arms, LOWERED_ROUNDS
     try:

@@ -260,3 +260,30 @@ def test_serve_requests_bound_is_checked_against_each_rows_lengths(tmp_path, cap
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "field '--requests'" in err and "requests per arm" not in err, err
+
+
+# ------------------- found by the new Parquet family: a load column of lists in serve
+
+
+def test_serve_sets_aside_a_load_column_of_any_type(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "lists.parquet"
+    table = pa.table(
+        {
+            "target": ["llama-3.1-8b"],
+            "gpu": ["h100-sxm"],
+            "method": ["eagle3"],
+            "k": ["3"],
+            "mean_accepted_tokens": ["2.8"],
+            "batch_size": pa.array([[1, 2]]),
+            "output_len": ["16"],
+        }
+    )
+    pq.write_table(table, src)
+    out = tmp_path / "o.csv"
+    argv = ["serve", "--in", str(src), "--out", str(out), "--rate", "2", "--requests", "10"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "batch_size set aside" in capsys.readouterr().err
+    assert set(pd.read_csv(out)["arm"]) == {"baseline", "spec"}
