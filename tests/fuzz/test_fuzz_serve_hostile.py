@@ -36,11 +36,12 @@ ROWS = [
 ]
 """Scenarios that run, one without speculation, and one that cannot run (the 70B's
 weights exceed one L4): its rows carry the reason instead of numbers."""
-LOWERED_ROUNDS = 20_000
-"""MAX_DECODE_ROUNDS in these cases: 20 requests of 4,096 tokens pass it."""
-SERVE_TOKENS = 100_000
+LOWERED_ROUNDS = 8_000
+"""MAX_DECODE_ROUNDS in these cases: 20 requests of 1,024 tokens pass it."""
+SERVE_TOKENS = 400_000
 """Most output tokens a case simulates (requests x mean output length, summed over its
-runs); a valid call that asks more stops at the run that would pass it."""
+runs; a run simulates about two million a second); a valid call that asks more stops
+at the run that would pass it."""
 EDGES = {
     "--rate": ["1e-3", "7e-1", "1:2:1e-320", "0:1e308:1e-308", "1e-3:1e-2:1e-3", "1-3", "5e1"],
     "--concurrency": ["1", "4,16", "1-3", "0", "100000", "100001", "1e2", "1:1e308:1e-300"],
@@ -129,7 +130,7 @@ def hostile_flag(draw) -> tuple[str, str]:
     load=st.sampled_from(["--rate", "--concurrency"]),
     rows=st.lists(st.integers(0, len(ROWS) - 1), min_size=1, max_size=2),
     prompt=st.sampled_from([1, 256, 4096]),
-    output=st.sampled_from([1, 8, 256, 4096, 100_000]),
+    output=st.sampled_from([1, 8, 256, 1024, 4096, 100_000]),
 )
 def test_serve_hostile_flags(flags, load, rows, prompt, output):
     flags = {load: "2" if load == "--rate" else "4", "--requests": "20", **flags}
