@@ -330,9 +330,25 @@ def link_problems(
     return problems
 
 
+def _forget_link_values(keys) -> None:
+    """Drop `keys` from the address Streamlit seeds URL-bound inputs from: the link as the
+    run first read it, which deleting them from `st.query_params` leaves as it was. There a
+    dropped `batch_size=1e400` still reached its input, whose `int(float('inf'))` stopped
+    the page (Streamlit 1.67). The store is private to Streamlit: a version without it
+    makes this do nothing, and tests/app/test_link_overflow.py fail."""
+    from streamlit.runtime.state.session_state_proxy import get_session_state
+
+    with get_session_state().query_params() as qp:
+        initial = getattr(qp, "_initial_query_params", None)
+        if isinstance(initial, dict):
+            for key in keys:
+                initial.pop(key, None)
+
+
 def _drop_link_problems(sb, choices: Mapping[str, Sequence[str]]) -> None:
     """Remove the link's unusable parameters before any input reads them, and say so."""
     problems = link_problems(st.query_params, choices)
+    _forget_link_values(problems)
     for key, why in problems.items():
         shown = str(st.query_params.get(key, ""))[:40]
         del st.query_params[key]

@@ -454,7 +454,7 @@ def check_contexts(text: str, specs: list[ModelSpec]) -> None:
 def check_out(out: Path) -> None:
     """Refuse a profile path that cannot be written, and its CSV beside it, before any
     measurement: a folder, a non-file, a path below a file, a folder or file without write
-    permission."""
+    permission, a folder that takes no new file (probed with one)."""
     for path in (out, out.with_suffix(".csv")):
         if path.is_dir():
             raise UsageError(f"--out: '{path}' is a folder; give a .json file name")
@@ -467,6 +467,11 @@ def check_out(out: Path) -> None:
         raise UsageError(f"--out: '{folder}' is a file, so '{out}' cannot be created")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"--out: no permission to write in '{folder}'")
+    from simulator.io import probe_folder
+
+    why = probe_folder(folder)
+    if why:
+        raise UsageError(f"--out: no file can be made in '{folder}' ({why})")
 
 
 def grid_values(args: argparse.Namespace) -> tuple[list[int], list[int], list[int]]:

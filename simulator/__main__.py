@@ -25,6 +25,7 @@ from simulator.io import (
     TableWriter,
     atomic_path,
     check_file,
+    probe_folder,
     read_blocks,
     table_columns,
     table_format,
@@ -67,6 +68,9 @@ def check_out(out: str, flag: str = "--out") -> None:
         raise InputError(f"'{folder}' is a file, so '{out}' cannot be created", field=flag)
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(f"no permission to write in '{folder}'", field=flag)
+    why = probe_folder(folder)
+    if why:
+        raise InputError(f"no file can be made in '{folder}' ({why})", field=flag)
 
 
 def _write_atomically(out: str, write: Callable[[TextIO], None]) -> None:
@@ -411,6 +415,37 @@ SERVE_LIMIT = 200
 """Most (scenario x load) simulations one `serve` call runs."""
 
 
+def _check_decode_rounds(table, requests: int, source: str, **priced) -> None:
+    """Refuse `--requests` that a scenario's speculative arm could not simulate, before
+    any run: its decode rounds are drawn ahead and bounded (`serving.MAX_DECODE_ROUNDS`);
+    a request of L output tokens at tau tokens a round draws at least (L - 1) / tau x 1.3
+    + 8 of them (`serving._Paths`; a spread of acceptance draws more), so the bound
+    depends on the lengths, not the count alone. `table`: the validated scenarios, load
+    columns set aside. What this estimate lets through and the draw still finds too
+    large is refused by the run, naming `--requests` too."""
+    import numpy as np
+
+    from simulator.predict import predict
+    from simulator.serving import MAX_DECODE_ROUNDS
+
+    pred = predict(table, source=source, row_offset=_first_row(source), **priced)
+    spec = pred["method"].astype(str).ne("none").to_numpy()
+    out_len = pred["output_len"].to_numpy(float)
+    tau = np.maximum(pred["tau"].to_numpy(float), 1.0)
+    per_request = np.where(spec, np.maximum(out_len - 1, 1) / tau * 1.3 + 8, 0.0)
+    over = per_request * requests > MAX_DECODE_ROUNDS
+    if over.any():
+        i = int(np.argmax(over))
+        fit = int(MAX_DECODE_ROUNDS // per_request[i])
+        raise InputError(
+            f"{requests:,} requests of scenario {i + 1} (output_len {out_len[i]:g}, "
+            f"{tau[i]:.2f} tokens a round) need at least {per_request[i] * requests:,.0f} "
+            f"decode rounds drawn ahead, above the limit of {MAX_DECODE_ROUNDS:,}: give "
+            f"fewer requests (at most {fit:,} at the mean acceptance) or shorter outputs",
+            field="--requests",
+        )
+
+
 def cmd_serve(args) -> int:
     import numpy as np
     import pandas as pd
@@ -495,7 +530,10 @@ def cmd_serve(args) -> int:
             f"warning: {args.inp}: column(s) {', '.join(set_aside)} set aside: serve takes "
             "the load from --rate or --concurrency and simulates continuous batching"
         )
+    # Set aside before any cell is read: a load cell may hold anything (a list, in Parquet).
+    table = table[[c for c in table.columns if str(c).strip() not in load_columns]]
     priced = dict(calibration=calibration, gpus=gpus, models=models)
+    _check_decode_rounds(table, args.requests, args.inp, **priced)
     slos = dict(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms)
     # The baseline's summary per (scenario as the baseline reads it, load, lengths): rows
     # that differ only in what speculation reads (K, method, acceptance) share one run.
@@ -550,6 +588,10 @@ def cmd_serve(args) -> int:
                             "and were refused (no latencies)"
                         )
             except InputError as exc:
+                if exc.field == "requests":  # the bound the check above estimates
+                    raise InputError(
+                        f"scenario {i + 1}: {exc.bare_message}", field="--requests"
+                    ) from None
                 if exc.field != "scenario":
                     raise InputError(
                         exc.bare_message, file=args.inp, row=int(i) + 1, field=exc.field

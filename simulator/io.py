@@ -12,13 +12,18 @@ import csv
 import os
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from simulator.errors import InputError
 
 FORMATS = {".csv": "csv", ".parquet": "parquet"}
 """File suffixes a table may have, and the format each means."""
+MAX_COLUMNS = 16_384
+"""Most columns a table's header may hold: a spreadsheet's widest row (Excel's XFD), so
+any export fits. A reader builds an array per column, blank ones too (a blank column is
+dropped only once read, to refuse one that holds data): one row with a million trailing
+commas took 4.7 GB and 43 to 88 s before this bound, and is refused in about a second."""
 
 
 def csv_frame(data: bytes, source: str, **read_csv):
@@ -40,6 +45,7 @@ def csv_frame(data: bytes, source: str, **read_csv):
     if not lines:
         raise InputError("is empty", file=source)
     names = [h.strip() for h in lines[0]]
+    _check_width(names, source)
     _check_separator(names, source)
     for i, col in enumerate(names):
         if col in names[:i]:
@@ -93,9 +99,23 @@ def _header(path: str) -> list[str]:
     if not header:
         raise InputError("not a readable CSV file (it is empty)", file=path)
     names = [name.strip() for name in header]
+    _check_width(names, path)
     _check_separator(names, path)
     _unique(names, path)
     return names
+
+
+def _check_width(names: list[str], source: str) -> None:
+    """Refuse a header of more than MAX_COLUMNS columns before any column is built."""
+    if len(names) > MAX_COLUMNS:
+        blank = sum(1 for name in names if not name)
+        which = f", {blank:,} of them blank" if blank else ""
+        raise InputError(
+            f"the header has {len(names):,} columns{which}, more than a spreadsheet row holds "
+            f"({MAX_COLUMNS:,}); a scenario table needs a few dozen: delete the others",
+            file=source,
+            row=1,
+        )
 
 
 def _check_separator(names: list[str], source: str) -> None:
@@ -139,6 +159,7 @@ def table_columns(path: str, flag: str = "--in") -> list[str]:
         names = [str(n).strip() for n in pq.read_schema(path).names]
     except (pa.ArrowException, OSError) as exc:
         raise InputError(f"not a readable Parquet file ({exc})", file=path) from None
+    _check_width(names, path)
     _unique(names, path)
     return names
 
@@ -214,7 +235,12 @@ def read_blocks(path: str, rows: int, flag: str = "--in") -> Iterator:
         except (pa.ArrowException, OSError) as exc:
             raise InputError(f"not a readable Parquet file ({exc})", file=path) from None
         names = [str(n).strip() for n in parquet.schema_arrow.names]
+        _check_width(names, path)
         _unique(names, path)
+        if parquet.metadata.num_rows == 0:
+            # No rows (or no columns): one empty table, refused as the same CSV is.
+            yield _frame(parquet.schema_arrow.empty_table().rename_columns(names), path)
+            return
         for batch in parquet.iter_batches(batch_size=rows):
             yield _frame(pa.Table.from_batches([batch]).rename_columns(names), path)
         return
@@ -300,6 +326,18 @@ def _header_raw(path: str) -> list[str]:
         return next(csv.reader(fh))
 
 
+def probe_folder(folder) -> str | None:
+    """Why no new file can be made in `folder` (the system's words), or None. A file is
+    made and removed: `os.access` says yes to root in /proc or on a read-only mount."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".specplan-probe.", dir=folder)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    os.unlink(tmp)
+    return None
+
+
 def _file_mode() -> int:
     """Permissions a plain `open` would give a new file: 0o666 less the umask."""
     umask = os.umask(0)
@@ -311,17 +349,24 @@ def _file_mode() -> int:
 def atomic_path(out: str) -> Iterator[str]:
     """A temporary path beside `out`, renamed to `out` when the block exits normally and
     removed otherwise: never a half-written file. The file gets the permissions of one
-    opened normally (mkstemp's are 0600)."""
+    opened normally (mkstemp's are 0600). Folders it makes for `out` are removed again
+    when nothing is written: refused input leaves no trace."""
     target = Path(out)
+    made = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        os.close(fd)
         yield tmp
         os.chmod(tmp, _file_mode())
         os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        for folder in made:  # deepest first; one something else wrote into stays
+            with suppress(OSError):
+                folder.rmdir()
         raise
 
 

@@ -47,6 +47,31 @@ class Summary:
     """Published speedups below 1 and what the model predicted for them."""
 
 
+def _check_scenario_names(names: list[str], source: str) -> None:
+    """Refuse a column named like a scenario column the table lacks ('batchsize',
+    'Prompt_Len', 'alpha'): scoring reads only the scenario columns by their exact names,
+    so it would run every case at that column's default without a word. Other columns
+    (sources, notes) are the file's own and pass."""
+    import difflib
+
+    from simulator.scenarios import _ALIASES
+
+    lower = {c.lower(): c for c in INPUT_COLUMNS}
+    for name in names:
+        if name in INPUT_COLUMNS:
+            continue
+        close = difflib.get_close_matches(name.lower(), list(lower), n=1, cutoff=0.8)
+        guess = _ALIASES.get(name.lower()) or (lower[close[0]] if close else None)
+        if guess and guess not in names:
+            raise InputError(
+                f"'{name}' is not a scenario column; did you mean '{guess}'? (scored as "
+                "written, every case would run at its default)",
+                file=source,
+                row=1,
+                field=name,
+            )
+
+
 def load_published(path) -> pd.DataFrame:
     """Read the published set; refuse a file without the columns scoring needs."""
     try:
@@ -56,6 +81,7 @@ def load_published(path) -> pd.DataFrame:
     except OSError as exc:
         raise InputError(f"cannot be read ({exc.strerror})", file=str(path)) from None
     table = csv_frame(data, str(path), dtype=str, keep_default_na=False, na_values=[""])
+    _check_scenario_names(list(table.columns), str(path))
     for col in REQUIRED:
         if col not in table.columns:
             raise InputError("missing required column", file=str(path), field=col)

@@ -25,8 +25,23 @@ def _number(text: str, name: str) -> float:
     return value
 
 
+def _dash(text: str) -> int:
+    """Where the '-' of an 'a-b' range is, or -1: a '-' after the first character that is
+    not an exponent's sign (the one in '1e-3' or '7E-1')."""
+    if "," in text:
+        return -1
+    for i in range(1, len(text)):
+        if text[i] == "-" and text[i - 1] not in "eE":
+            return i
+    return -1
+
+
 def _count(text: str, name: str) -> int:
-    """Values a range holds, without listing them."""
+    """Values a range holds, without listing them. Where the float quotient overflows (a
+    step of 1e-320, a span of 2e308) it is counted in decimals: a huge count, said as
+    such, instead of an OverflowError."""
+    from decimal import Decimal
+
     if ":" in text:
         parts = text.split(":")
         if len(parts) != 3:
@@ -36,19 +51,35 @@ def _count(text: str, name: str) -> int:
             raise InputError(f"'{text}' needs a step above 0", field=name)
         if stop < start:
             raise InputError(f"'{text}' stops before it starts", field=name)
-        return round((stop - start) / step) + 1
-    if "-" in text[1:] and "," not in text:
-        lo, hi = (_number(x, name) for x in text.split("-", 1))
-        return math.floor(hi - lo) + 1 if hi >= lo else 0
+        steps = (stop - start) / step
+        if math.isfinite(steps):
+            return round(steps) + 1
+        return int(((Decimal(stop) - Decimal(start)) / Decimal(step)).to_integral_value()) + 1
+    dash = _dash(text)
+    if dash > 0:
+        lo, hi = _number(text[:dash], name), _number(text[dash + 1 :], name)
+        if hi < lo:
+            return 0
+        if math.isfinite(hi - lo):
+            return math.floor(hi - lo) + 1
+        return int((Decimal(hi) - Decimal(lo)).to_integral_value("ROUND_FLOOR")) + 1
     return len([x for x in text.split(",") if x.strip()])
+
+
+def _shown(count: int) -> str:
+    """A count as text: with thousands separators, or as 1.00e+320 past 15 digits."""
+    from decimal import Decimal
+
+    return f"{count:,}" if count < 10**15 else f"{Decimal(count):.2e}"
 
 
 def _values(text: str, count: int, name: str) -> list[float]:
     if ":" in text:
         start, _, step = (_number(x, name) for x in text.split(":"))
         return [start + i * step for i in range(count)]
-    if "-" in text[1:] and "," not in text:
-        lo = _number(text.split("-", 1)[0], name)
+    dash = _dash(text)
+    if dash > 0:
+        lo = _number(text[:dash], name)
         return [lo + i for i in range(count)]
     return [_number(x, name) for x in text.split(",") if x.strip()]
 
@@ -76,7 +107,7 @@ def parse_range(
     if count > cap:
         more = "unless given --force" if most is not None and most < SWEEP_HARD_LIMIT else "at all"
         raise InputError(
-            f"'{text}' holds {count:,} values; a sweep builds at most {cap:,} scenarios {more}",
+            f"'{text}' holds {_shown(count)} values; a sweep builds at most {cap:,} scenarios {more}",
             field=name,
         )
     values = _values(text, count, name)
