@@ -45,8 +45,11 @@ pages = [
     st.Page(VIEWS / "reports.py", title="Reports", icon=":material/table_view:"),
     st.Page(VIEWS / "validation.py", title="Validation", icon=":material/fact_check:"),
 ]
+# The pages that plan with the sidebar's scenario: the entry point draws it for them.
+PLANNING = {"ROI calculator", "Concurrency sizer", "Load & SLO", "Reports"}
 page = st.navigation(pages)
 widgets.calibration_note()
+widgets.draw_scenario_sidebar(page.title in PLANNING)
 try:
     page.run()
 finally:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -236,6 +237,15 @@ LINK_NUMBERS = {
     "slo_tok_s": (0.1, 10_000.0, False),
     "k_max": (1, 16, True),
     "gpu_memory_utilization": (0.5, 0.98, False),
+    "size_ttft": (1.0, 600_000.0, False),
+    "rate_range": (0.1, 64.0, False),
+    "concurrency_range": (1, 512, True),
+    "load_points": (2, 12, True),
+    "load_requests": (50, 20_000, True),
+    "slo_ttft": (1.0, 600_000.0, False),
+    "slo_tpot": (0.1, 10_000.0, False),
+    "acceptance_spread": (0.0, 0.5, False),
+    "load_k": (1, 16, True),
 }
 """Numeric query parameters the pages bind or read, as (lowest, highest, whole number):
 the ranges of their inputs. Streamlit's own reading of a link stops the page at a
@@ -260,6 +270,17 @@ LINK_PARAMS = frozenset(
         "k_max",
         "kv_dtype",
         "load_kind",
+        # The Load & SLO page's and the Sizer's P99 inputs.
+        "rate_range",
+        "concurrency_range",
+        "load_points",
+        "load_requests",
+        "slo_ttft",
+        "slo_tpot",
+        "length_kind",
+        "acceptance_spread",
+        "load_k",
+        "size_ttft",
         "max_model_len",
         "method",
         "migration_usd",
@@ -353,7 +374,32 @@ def _index(options: list, value) -> int:
     return options.index(value) if value in options else 0
 
 
+_RUN = threading.local()
+"""This script run's sidebar scenario, drawn by the entry point before the page runs."""
+
+
+def draw_scenario_sidebar(planning: bool) -> None:
+    """Draw the scenario sidebar from the entry point, before a planning page runs.
+
+    Streamlit binds a widget to the URL for the script that creates it, and on a page
+    switch drops the query parameters bound to any other page's script. Drawn by each page,
+    the sidebar's inputs lost a link's scenario on the next page (shown at their defaults
+    there, right again on a second visit). Drawn by the entry point, they belong to every
+    page and keep their values, and their parameters, across pages."""
+    _RUN.scenario = _scenario_sidebar() if planning else None
+
+
 def scenario_inputs() -> Scenario:
+    """The scenario sidebar's choices; the same widgets (same keys) on every planning page,
+    drawn once a run (by the entry point, see `draw_scenario_sidebar`)."""
+    drawn = getattr(_RUN, "scenario", None)
+    if drawn is not None:
+        _RUN.scenario = None
+        return drawn
+    return _scenario_sidebar()
+
+
+def _scenario_sidebar() -> Scenario:
     """The scenario sidebar; the same widgets (same keys) on every planning page."""
     models = sim.models()
     gpus = sim.gpus()

@@ -121,15 +121,11 @@ if kind == LOAD_KINDS[0]:
         64.0,
         (0.5, 8.0),
         key="rate_range",
-        persist_state="session",
+        **widgets.BIND,
     )
 else:
-    lo, hi = c[1].slider(
-        "Concurrency", 1, 512, (1, 64), key="concurrency_range", persist_state="session"
-    )
-points = int(
-    c[2].number_input("Load points", 2, MAX_POINTS, 6, key="load_points", persist_state="session")
-)
+    lo, hi = c[1].slider("Concurrency", 1, 512, (1, 64), key="concurrency_range", **widgets.BIND)
+points = int(c[2].number_input("Load points", 2, MAX_POINTS, 6, key="load_points", **widgets.BIND))
 requests = int(
     c[3].number_input(
         "Requests per point",
@@ -138,23 +134,17 @@ requests = int(
         DEFAULT_REQUESTS,
         50,
         key="load_requests",
-        persist_state="session",
+        **widgets.BIND,
     )
 )
 c = st.columns(4)
 slo_ttft = float(
-    c[0].number_input(
-        "TTFT SLO, P99 (ms)", 1.0, 600_000.0, 2000.0, key="slo_ttft", persist_state="session"
-    )
+    c[0].number_input("TTFT SLO, P99 (ms)", 1.0, 600_000.0, 2000.0, key="slo_ttft", **widgets.BIND)
 )
 slo_tpot = float(
-    c[1].number_input(
-        "TPOT SLO, P99 (ms)", 0.1, 10_000.0, 50.0, key="slo_tpot", persist_state="session"
-    )
+    c[1].number_input("TPOT SLO, P99 (ms)", 0.1, 10_000.0, 50.0, key="slo_tpot", **widgets.BIND)
 )
-length_kind = c[2].selectbox(
-    "Lengths", LENGTH_KINDS, index=2, key="length_kind", persist_state="session"
-)
+length_kind = c[2].selectbox("Lengths", LENGTH_KINDS, index=2, key="length_kind", **widgets.BIND)
 spread = float(
     c[3].number_input(
         "Per-request acceptance spread (s.d.)",
@@ -163,7 +153,7 @@ spread = float(
         0.1,
         0.05,
         key="acceptance_spread",
-        persist_state="session",
+        **widgets.BIND,
         help="Standard deviation of each request's first-position acceptance: code and chat "
         "requests accept differently. 0 makes every request alike.",
     )
@@ -185,7 +175,7 @@ k = int(
         16,
         3,
         key="load_k",
-        persist_state="session",
+        **widgets.BIND,
         disabled=not scenario.speculative,
         help="One K for every load; the ROI page and the Sizer find the best K per batch.",
     )

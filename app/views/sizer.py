@@ -369,7 +369,7 @@ if size_on == SIZE_ON[1]:
                 600_000.0,
                 2000.0,
                 key="size_ttft",
-                persist_state="session",
+                **widgets.BIND,
             )
         )
         k_p99 = int(choice["k"]) if choice and choice["k"] > 0 else FALLBACK_K
