@@ -24,7 +24,9 @@ from simulator.serving import (
 )
 
 LOAD_KINDS = ("request rate (open loop)", "concurrency (closed loop)")
-DEFAULT_REQUESTS = 300
+DEFAULT_REQUESTS = 2000
+"""As `simulator serve --requests`: one default. 300 requests from an empty engine read
+the P99 low near saturation (the Sizer sizes on steady-state P99s, `simulator.tails`)."""
 MAX_POINTS = 12
 
 
@@ -130,7 +132,7 @@ requests = int(
     c[3].number_input(
         "Requests per point",
         50,
-        5000,
+        20_000,
         DEFAULT_REQUESTS,
         50,
         key="load_requests",
