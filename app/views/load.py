@@ -235,16 +235,16 @@ if refused.any():
         "Shorter lengths, a model with a longer window or more GPUs avoid it."
     )
 
-cross = figures_load.tail_crossover(table)
+unit = "requests/s" if kind == LOAD_KINDS[0] else "requests in flight"
+verdict = figures_load.tail_verdict(table, unit)
 if not scenario.speculative:
     st.info("Method 'none' is the baseline: choose a method in the sidebar to compare.")
-elif spec_refused is not None:
+elif spec_refused is not None or verdict is None:
     pass  # said above: there is no speculative arm to compare
-elif cross is None:
-    st.success("Speculation keeps the P99 TPOT below the baseline's over the whole range.")
+elif verdict.kind == "none":
+    st.success(verdict.text)
 else:
-    unit = "requests/s" if kind == LOAD_KINDS[0] else "requests in flight"
-    st.warning(f"Beyond {cross:g} {unit}, speculation makes the P99 TPOT worse than without it.")
+    st.warning(verdict.text)
 f1, f2 = st.columns(2)
 f1.plotly_chart(
     figures_load.latency_vs_load(table, "tpot", "TPOT against load", slo_ms=slo_tpot),
