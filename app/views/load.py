@@ -22,6 +22,7 @@ from simulator.serving import (
     step_model,
     summarise_arms,
 )
+from simulator.spread import default_acceptance_spread
 
 LOAD_KINDS = ("request rate (open loop)", "concurrency (closed loop)")
 DEFAULT_REQUESTS = 2000
@@ -152,12 +153,15 @@ spread = float(
         "Per-request acceptance spread (s.d.)",
         0.0,
         0.5,
-        0.1,
-        0.05,
+        default_acceptance_spread(scenario.method),
+        0.01,
         key="acceptance_spread",
         **widgets.BIND,
         help="Standard deviation of each request's first-position acceptance: code and chat "
-        "requests accept differently. 0 makes every request alike.",
+        "requests accept differently. 0 makes every request alike. The default is the "
+        "method's published spread between workloads (data/acceptance_spread.csv), a floor: "
+        "no public per-request acceptance trace was found. Capped where a wider spread "
+        "would pile requests at 0 or 1 (the mean's distance to them).",
     )
 )
 
