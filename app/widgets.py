@@ -124,7 +124,10 @@ STATUS_BADGE = {
 
 
 def _prior(workload: str, method: str, target: str) -> Prior | None:
-    return sim.prior(workload, method, target)
+    """The published figure for the workload, method and target, and for a draft model the
+    session's draft (the link's before the sidebar exists)."""
+    draft = st.session_state.get("draft") or st.query_params.get("draft") or DEFAULT_DRAFT
+    return sim.prior(workload, method, target, draft)
 
 
 def _filled_alpha(workload: str, method: str, target: str) -> float | None:
@@ -442,6 +445,7 @@ def _scenario_sidebar() -> Scenario:
         model_ids,
         index=_index(model_ids, DEFAULT_DRAFT),
         key="draft",
+        on_change=_refill_acceptance,
         disabled=method != "draft_model",
         help="Used by the draft-model method only; it must share the target's tokenizer.",
         **BIND,
@@ -696,6 +700,22 @@ def _read_link_positions(sb) -> None:
 def _write_positions(acceptance: dict) -> None:
     positions = acceptance.get("acceptance_per_position")
     _set_param(POS_PARAM, positions_param(positions) if positions else None)
+
+
+def acceptance_basis(scenario: Scenario) -> str:
+    """Where the page's verdict gets its acceptance, said under the verdict: measured
+    (/metrics), a published prior (until measured acceptance is pasted), or the α typed."""
+    if not scenario.speculative:
+        return ""
+    if scenario.workload == MEASURED and st.session_state.get(sim.MEASURED_KEY):
+        return "Acceptance measured (your vLLM /metrics scrape)."
+    prior = _prior(scenario.workload, scenario.method, scenario.target)
+    if prior is not None and abs(prior.alpha - scenario.alpha) <= 5e-4:
+        return (
+            f"From a published prior (α {prior.alpha:.3f}: {plain(prior.hint)}): paste your "
+            "/metrics on the Acceptance page to plan with measured acceptance."
+        )
+    return f"From the acceptance you entered (α {scenario.alpha:.3f}), not a measurement."
 
 
 def checklist_panel(

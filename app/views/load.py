@@ -25,9 +25,9 @@ from simulator.serving import (
 from simulator.spread import default_acceptance_spread
 
 LOAD_KINDS = ("request rate (open loop)", "concurrency (closed loop)")
+# As `simulator serve --requests`: one default. 300 requests from an empty engine read the
+# P99 low near saturation (the Sizer sizes on steady-state P99s, `simulator.tails`).
 DEFAULT_REQUESTS = 2000
-"""As `simulator serve --requests`: one default. 300 requests from an empty engine read
-the P99 low near saturation (the Sizer sizes on steady-state P99s, `simulator.tails`)."""
 MAX_POINTS = 12
 
 

@@ -224,7 +224,7 @@ with left:
         f" x {scenario.output_len} tokens): {row['replicas_baseline']:.0f} → "
         f"{row['replicas_spec']:.0f} replicas. τ = {row['tau']:.2f} tokens per step, "
         f"TPOT {row['baseline_tpot_ms']:.1f} → {row['spec_tpot_ms']:.1f} ms, latency from "
-        f"{widgets.plain(row['latency_source'])}."
+        f"{widgets.plain(row['latency_source'])}. {widgets.acceptance_basis(scenario)}"
     )
 with right:
     widgets.checklist_panel(row)

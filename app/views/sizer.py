@@ -464,6 +464,7 @@ else:
             if base_choice
             else "no batch meets the SLO."
         )
+        + f" {widgets.acceptance_basis(scenario)}"
     )
 with right:
     widgets.checklist_panel(row)
