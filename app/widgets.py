@@ -622,8 +622,12 @@ def _prior_acceptance(sb, alpha: float, prior: Prior | None, linked: str):
         sb.caption(f"Per-position rates from the link: {_rates_shown(linked)}{now}.")
         return alpha, {"acceptance_per_position": linked}
     edited = not linked and abs(prior.alpha - alpha) > 5e-4
+    published_at = ""
+    if prior.k:
+        planned = "" if edited or not prior.positions else "; planned by position"
+        published_at = f" (published at K={prior.k}{planned})"
     sb.caption(
-        f"Prior α {prior.alpha:.3f}: {prior.describe()}"
+        f"Prior α {prior.alpha:.3f}{published_at}: {prior.describe()}"
         + (" (edited: i.i.d. α as typed)" if edited else "")
         + (f" [source]({prior.source})" if prior.source.startswith("http") else "")
     )

@@ -75,6 +75,12 @@ def _acceptance(row: Mapping) -> CheckItem:
         )
     margin = alpha - be
     text = f"alpha {alpha:.2f} vs break-even {be:.2f} at batch {batch}"
+    if str(row.get("acceptance_per_position", "") or "").strip():
+        # Planned by position: the alpha here is not the one entered; say which it is.
+        text = (
+            f"alpha {alpha:.2f} (the i.i.d. rate with the same τ at K={int(row['k'])}) vs "
+            f"break-even {be:.2f} at batch {batch}"
+        )
     if margin >= ACCEPTANCE_MARGIN:
         return CheckItem(name, "green", text)
     if margin >= 0:

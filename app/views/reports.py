@@ -50,7 +50,7 @@ SHOWN = {
     "method": "method",
     "k": "K",
     "batch_size": "batch",
-    "alpha": "α",
+    "alpha": "α (i.i.d., same τ at this K)",
     "speedup": "speedup [x]",
     "spec_tpot_ms": "TPOT [ms]",
     "spec_tok_s_per_user": "tok/s per user",

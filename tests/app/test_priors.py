@@ -53,3 +53,17 @@ def test_a_trees_prior_says_it_is_a_trees(app):
     at = app("roi", query={"method": "eagle3"})
     text = _sidebar(at)
     assert "dynamic tree" in text and "a chain" in text
+
+
+def test_the_two_alphas_of_one_scenario_each_say_what_they_are(app):
+    """Issue 27, wrong answer 6: the sidebar said 0.877 and the checklist 0.93 for 70B
+    EAGLE-3 at batch 32, with no word on why they differ."""
+    at = app("roi", query={"method": "eagle3", "batch_size": "32"})
+    row = at.session_state["roi_row"]
+    sidebar = _sidebar(at)
+    checks = " ".join(c.value for c in at.main.caption).replace("\\", "")
+    shown = at.number_input(key="acceptance_rate").value
+    assert abs(row["alpha"] - shown) > 0.01  # two figures...
+    # ...each with what it means.
+    assert f"{row['alpha']:.2f} (the i.i.d. rate with the same τ at K={row['k']})" in checks
+    assert "published at K=8" in sidebar
