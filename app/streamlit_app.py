@@ -48,6 +48,7 @@ pages = [
 # The pages that plan with the sidebar's scenario: the entry point draws it for them.
 PLANNING = {"ROI calculator", "Concurrency sizer", "Load & SLO", "Reports"}
 page = st.navigation(pages)
+widgets.layout_style()
 widgets.calibration_note()
 widgets.draw_scenario_sidebar(page.title in PLANNING)
 try:

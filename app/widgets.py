@@ -706,6 +706,22 @@ def _write_positions(acceptance: dict) -> None:
     _set_param(POS_PARAM, positions_param(positions) if positions else None)
 
 
+LAYOUT_CSS = """<style>
+[data-testid="stMetricValue"] { font-size: clamp(1.05rem, 1.7vw, 2.25rem); }
+[data-testid="stMetricValue"] > div { text-overflow: clip; }
+[data-testid="stMetricLabel"] p, [data-testid="stMetricLabel"] div {
+  white-space: normal; overflow: visible; text-overflow: clip;
+}
+</style>"""
+"""Metric values scale with the window and labels wrap, so that at 1,024 px with the
+sidebar open no figure is cut to "$2.…" (tests/app/test_layout_browser.py)."""
+
+
+def layout_style() -> None:
+    """The dashboard's few layout rules; drawn once a run by the entry point."""
+    st.html(LAYOUT_CSS)
+
+
 def acceptance_basis(scenario: Scenario) -> str:
     """Where the page's verdict gets its acceptance, said under the verdict: measured
     (/metrics), a published prior (until measured acceptance is pasted), or the α typed."""
