@@ -722,6 +722,18 @@ def layout_style() -> None:
     st.html(LAYOUT_CSS)
 
 
+def known_positions(scenario: Scenario) -> int | None:
+    """How many draft positions the scenario's acceptance figure measured or published
+    (past them the rates are extrapolated); None where that is not known."""
+    if not scenario.speculative:
+        return None
+    measured = st.session_state.get(sim.MEASURED_KEY)
+    if scenario.workload == MEASURED and measured:
+        return int(measured["k"]) if measured.get("k") else None
+    prior = _prior(scenario.workload, scenario.method, scenario.target)
+    return prior.k if prior is not None else None
+
+
 def acceptance_basis(scenario: Scenario) -> str:
     """Where the page's verdict gets its acceptance, said under the verdict: measured
     (/metrics), a published prior (until measured acceptance is pasted), or the α typed."""

@@ -235,6 +235,13 @@ if k_grid is not None:
         k_grid[["curve", "k", "speedup"]], highlight=str(k_grid["curve"].iloc[0])
     )
     c1.plotly_chart(k_fig, key="roi_speedup_k")
+    known = widgets.known_positions(scenario)
+    if known and known < max(K_CHART):
+        c1.caption(
+            f"Positions past K={known} are extrapolated (the acceptance figure covers "
+            f"K ≤ {known}; deeper rates follow the method's fitted decay): read K > {known} "
+            "as a projection."
+        )
     ranked = b_grid["speedup"].fillna(-math.inf)
     best = b_grid.loc[ranked.groupby(b_grid["batch_size"]).idxmax()]
     curves = [best.assign(curve="best K per batch")]

@@ -67,3 +67,13 @@ def test_the_two_alphas_of_one_scenario_each_say_what_they_are(app):
     # ...each with what it means.
     assert f"{row['alpha']:.2f} (the i.i.d. rate with the same τ at K={row['k']})" in checks
     assert "published at K=8" in sidebar
+
+
+def test_the_k_chart_says_which_positions_are_extrapolated(app):
+    """Measured rates cover K <= 3 (the example scrape); the K chart runs to 10."""
+    at = app("acceptance")
+    at.button(key="load_example").click().run()
+    at.button(key="use_measured").click().run()
+    at.switch_page("views/roi.py").run()
+    text = " ".join(c.value for c in at.main.caption)
+    assert "Positions past K=3 are extrapolated" in text
