@@ -13,6 +13,7 @@ import streamlit as st
 from app import figures, sim, widgets
 from app.formatting import delta, money, signed_money
 from simulator import launch, tails
+from simulator.defaults import DEFAULTS
 from simulator.economics import get_demand_tok_s
 from simulator.errors import InputError
 from simulator.memory import get_max_concurrency
@@ -373,13 +374,16 @@ elif k_max > 0 and (result.best["best_k"] == k_max).any():
         f"{', '.join(map(str, at))}: the speedup still rises there. Raise K up to "
         f"{min(2 * k_max, 16)} (the maximum K above) to find the optimum."
     )
+cap = DEFAULTS.max_num_seqs
 st.caption(
     (_break_even_text(result) if scenario.speculative else "")
     + "Largest batch meeting the SLO and fitting in memory, by K: "
     + ", ".join(
-        f"K={k}: {b if b is not None else 'none'}" for k, b in result.max_batch_under_slo.items()
+        f"K={k}: {min(b, cap) if b is not None else 'none'}"
+        for k, b in result.max_batch_under_slo.items()
     )
-    + "."
+    + f". The engine caps a replica at {cap} sequences (vLLM's default --max-num-seqs): "
+    f"the curves past batch {cap} show batches it would not run."
 )
 with st.expander("Best K per batch as a table"):
     st.dataframe(

@@ -316,3 +316,14 @@ def test_the_deployment_headline_follows_the_p99_basis(app):
     assert headline.split(" ")[0] == str(int(np.ceil(50 / rates[speculates])))
     captions = " ".join(c.value for c in at.main.caption)
     assert "over two seeds of" in captions and "warm-up cut" in captions
+
+
+def test_the_largest_batch_under_the_slo_stops_at_the_engines_cap(app):
+    """Issue 27: it listed 512 where vLLM's --max-num-seqs caps a replica at 256."""
+    from simulator.defaults import DEFAULTS
+
+    at = app("sizer", query={"slo_tpot_ms": "1000"})
+    text = " ".join(c.value for c in at.main.caption)
+    largest = text.split("Largest batch meeting the SLO")[1].split(".")[0]
+    assert "512" not in largest and str(DEFAULTS.max_num_seqs) in largest
+    assert f"engine caps a replica at {DEFAULTS.max_num_seqs}" in text
