@@ -519,6 +519,10 @@ def _scenario_sidebar() -> Scenario:
         help="Empty: the catalog's on-demand price for this GPU.",
         **BIND,
     )
+    sb.caption(
+        f"{requests_per_day:,.0f} requests a day is {requests_per_day / 86400:,.2f} requests/s "
+        "on average. To size for a peak, enter the peak requests/s x 86,400."
+    )
     if price is None and catalog_price is None:
         sb.warning(f"{plain(gpus[gpu].name)} has no catalog price: enter one for the costs.")
     _write_positions(acceptance)

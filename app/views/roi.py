@@ -11,6 +11,7 @@ import streamlit as st
 from app import figures, sim, widgets
 from app.formatting import delta, money, signed_money
 from app.presets import MEASURED
+from app.summary import decision_summary
 from simulator.economics import get_payback_months
 from simulator.errors import InputError
 from simulator.predict import MEMORY_REASONS, status_reasons
@@ -257,6 +258,25 @@ if k_grid is not None:
     c2.caption(
         "Shaded: the model's typical error at each batch, the median |error| against "
         "published measurements in that batch range (the Validation page has the table)."
+    )
+    first = main_curve.sort_values("batch_size")["speedup"].to_numpy(dtype=float)
+    summary_md = decision_summary(
+        title=f"{scenario.target}, {scenario.method}, {scenario.num_gpus} x {scenario.gpu}",
+        method_label=widgets.METHOD_LABELS[scenario.method],
+        k=int(k),
+        batch=batch,
+        row=row,
+        crossover=cross,
+        pays_from_start=bool(len(first)) and first[0] > 1.0,
+        basis=widgets.acceptance_basis(scenario),
+    )
+    c2.download_button(
+        "Decision summary (Markdown)",
+        summary_md,
+        file_name="specplan-decision.md",
+        mime="text/markdown",
+        on_click="ignore",
+        key="roi_summary_download",
     )
 cost = pd.DataFrame(
     {

@@ -77,3 +77,8 @@ def test_the_k_chart_says_which_positions_are_extrapolated(app):
     at.switch_page("views/roi.py").run()
     text = " ".join(c.value for c in at.main.caption)
     assert "Positions past K=3 are extrapolated" in text
+
+
+def test_the_demand_is_also_said_in_requests_per_second(app):
+    at = app("roi", query={"requests_per_day": "4320000"})
+    assert "4,320,000 requests a day is 50.00 requests/s on average" in _sidebar(at)
