@@ -12,6 +12,7 @@ from app import figures, sim, widgets
 from app.formatting import delta, money, signed_money
 from app.presets import MEASURED
 from app.summary import decision_summary
+from simulator.defaults import DEFAULTS
 from simulator.economics import get_payback_months
 from simulator.errors import InputError
 from simulator.predict import MEMORY_REASONS, status_reasons
@@ -27,6 +28,25 @@ K_SEARCH = tuple(range(1, K_MAX_SENSIBLE + 1))
 CURVE_ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)
 DEFAULT_BATCH = 16
 DEFAULT_MIGRATION_USD = 20_000
+
+
+def _fractional_saving(row, migration_usd: float) -> str | None:
+    """Where whole replicas do not fall but $ per 1M tokens does: the saving and payback at
+    the fractional capacity (replicas shared with other traffic, or a smaller pool)."""
+    per_mtok = float(row["cost_per_mtok_baseline"]) - float(row["cost_per_mtok_spec"])
+    if not (math.isfinite(per_mtok) and per_mtok > 0) or row["monthly_saving_usd"] > 0:
+        return None
+    mtok_month = float(row["demand_tok_s"]) * 3600 * DEFAULTS.hours_per_month / 1e6
+    saving = per_mtok * mtok_month
+    months = float(get_payback_months(migration_usd, saving))
+    share = per_mtok / float(row["cost_per_mtok_baseline"])
+    return (
+        f"The whole replica count does not fall, but $ per 1M tokens does, by {share:.0%} "
+        f"({money(per_mtok, 3)}). At fractional capacity (the freed share of a replica "
+        f"used for other traffic) that saves {money(saving)} a month: payback "
+        f"{months:.1f} months."
+    )
+
 
 st.title("ROI calculator")
 st.caption(
@@ -227,6 +247,9 @@ with left:
         f"TPOT {row['baseline_tpot_ms']:.1f} → {row['spec_tpot_ms']:.1f} ms, latency from "
         f"{widgets.plain(row['latency_source'])}. {widgets.acceptance_basis(scenario)}"
     )
+    fractional = _fractional_saving(row, migration_usd)
+    if fractional is not None:
+        st.caption(fractional)
 with right:
     widgets.checklist_panel(row)
 

@@ -277,3 +277,14 @@ def test_deepseek_v3_runs_in_the_dtype_its_weights_are_released_in(app):
     assert any(m.label == "Speedup" and m.value.endswith("x") for m in at.metric)
     llama = app(query={"target": "llama-3.1-8b"})
     assert llama.selectbox(key="weight_dtype").value == "released"
+
+
+def test_payback_never_also_says_the_per_token_saving_and_its_payback(app):
+    """Issue 27: "Payback: never" whenever the whole replica count does not fall, even
+    where $/1M tokens falls 21%."""
+    at = app("roi", query={"requests_per_day": "100000", "batch_size": "8"})
+    row = at.session_state["roi_row"]
+    assert row["replicas_spec"] == row["replicas_baseline"]
+    assert row["cost_per_mtok_spec"] < row["cost_per_mtok_baseline"]
+    text = " ".join(c.value for c in at.main.caption)
+    assert "At fractional capacity" in text and "payback" in text
