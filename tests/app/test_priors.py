@@ -82,3 +82,13 @@ def test_the_k_chart_says_which_positions_are_extrapolated(app):
 def test_the_demand_is_also_said_in_requests_per_second(app):
     at = app("roi", query={"requests_per_day": "4320000"})
     assert "4,320,000 requests a day is 50.00 requests/s on average" in _sidebar(at)
+
+
+def test_temperature_is_a_dashboard_input_that_reaches_the_prediction(app):
+    greedy = app("roi")
+    sampled = app("roi", query={"temperature": "1.0"})
+    assert sampled.session_state["roi_row"]["temperature"] == 1.0
+    assert (
+        sampled.session_state["roi_row"]["spec_tpot_ms"]
+        != greedy.session_state["roi_row"]["spec_tpot_ms"]
+    )
