@@ -288,3 +288,12 @@ def test_payback_never_also_says_the_per_token_saving_and_its_payback(app):
     assert row["cost_per_mtok_spec"] < row["cost_per_mtok_baseline"]
     text = " ".join(c.value for c in at.main.caption)
     assert "At fractional capacity" in text and "payback" in text
+
+
+def test_a_setup_that_cannot_run_shows_no_k_or_alpha_verdict(app):
+    """Issue 27: a 70B model on one 24 GB GPU still showed "K = 1" and "alpha 0.79 vs
+    break-even 0.02" in its checklist."""
+    at = app("roi", query={"gpu": "l4", "num_gpus": "1"})
+    text = " ".join(c.value for c in at.main.caption).replace("\\", "")
+    assert "break-even" not in text
+    assert "not checked: the setup cannot run" in text
