@@ -249,6 +249,30 @@ elif verdict.kind == "none":
     st.success(verdict.text)
 else:
     st.warning(verdict.text)
+
+
+def _seed_check() -> str:
+    """How much a rerun with another seed moves each arm's P99 TPOT at the highest load:
+    the confidence of the page's P99s (the heaviest load moves most)."""
+    rate, concurrency = loads[-1]
+    again = _point(
+        repr(key), dict(key), (rate, concurrency, requests, 1), lengths, spread, slos, cal
+    )
+    first = table[table["arm"].isin(again["arm"])].groupby("arm")["tpot_p99_ms"].last()
+    moved = (again.set_index("arm")["tpot_p99_ms"] / first - 1).abs().dropna()
+    if moved.empty:
+        return ""
+    worst = float(moved.max())
+    verdict = "steady" if worst < 0.05 else "not steady yet: raise the requests per point"
+    return (
+        f"A rerun with another seed moves the P99 TPOT at the highest load by "
+        f"{worst:.1%} ({verdict}); {requests:,} requests per point, each P99 over all of them."
+    )
+
+
+slos = (slo_ttft, slo_tpot)
+if spec_refused is None:
+    st.caption(_seed_check())
 f1, f2 = st.columns(2)
 f1.plotly_chart(
     figures_load.latency_vs_load(table, "tpot", "TPOT against load", slo_ms=slo_tpot),
