@@ -66,6 +66,7 @@ SHOWN = {
     "preflight": "pre-flight",
 }
 K_SEARCH = range(1, K_MAX_SENSIBLE + 1)  # as the ROI page's 'best K'
+DEFAULT_MAX_MODEL_LEN = 8192  # the Sizer's default
 
 st.title("Reports")
 st.caption(
@@ -233,7 +234,11 @@ widgets.checklist_panel(report.iloc[int(which) - 1].to_dict(), title=None, horiz
 # ---------------------------------------------------------------------------- launch
 configs = []
 for i, r in enumerate(report.to_dict("records"), start=1):
-    max_len = int(r["prompt_len"] + r["output_len"])
+    # The Sizer's --max-model-len (its input, else its default), within the target's window
+    # and never below a request's own length: the same command on both pages.
+    window = models[r["target"]].max_position_embeddings or 10**9
+    sizer_len = int(_carried("max_model_len", DEFAULT_MAX_MODEL_LEN))
+    max_len = max(int(r["prompt_len"] + r["output_len"]), min(sizer_len, window))
     common = {
         "target": models[r["target"]],
         "method": r["method"],
