@@ -46,23 +46,25 @@ EDITOR_COLUMNS = (
     "requests_per_day",
 )
 SHOWN = {
+    # The decision first: which row, whether it runs, what it does to speed and money.
     "target": "target",
     "method": "method",
     "k": "K",
     "batch_size": "batch",
-    "alpha": "α (i.i.d., same τ at this K)",
+    "status": "status",
     "speedup": "speedup [x]",
+    "monthly_saving_usd": "saving $/month",
+    "replicas_spec": "replicas",
+    "monthly_cost_spec_usd": "$/month",
+    "cost_per_mtok_baseline": "$/1M tok before",
+    "cost_per_mtok_spec": "$/1M tok after",
+    # Then how it gets there.
+    "alpha": "α (i.i.d., same τ at this K)",
     "spec_tpot_ms": "TPOT [ms]",
     "spec_tok_s_per_user": "tok/s per user",
     "spec_tok_s": "tok/s per replica",
     "max_concurrency_spec": "max concurrency",
-    "cost_per_mtok_baseline": "$/1M tok before",
-    "cost_per_mtok_spec": "$/1M tok after",
-    "replicas_spec": "replicas",
-    "monthly_cost_spec_usd": "$/month",
-    "monthly_saving_usd": "saving $/month",
     "fits": "fits",
-    "status": "status",
     "preflight": "pre-flight",
 }
 K_SEARCH = range(1, K_MAX_SENSIBLE + 1)  # as the ROI page's 'best K'

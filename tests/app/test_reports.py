@@ -241,3 +241,13 @@ def test_launch_commands_agree_with_the_sizers_max_model_len(app):
     assert "--max-model-len 8192" in sizer
     assert "--max-model-len 8192" in at.session_state["report_launch_config"]
     assert "--max-model-len 1280" not in at.session_state["report_launch_config"]
+
+
+def test_the_results_grid_puts_the_decision_columns_first(app):
+    """Issue 27, Layout: cost after, replicas, $/month, saving and status sat off to the
+    right of the results grid."""
+    at = app("reports")
+    results = next(d.value for d in at.dataframe if "speedup [x]" in d.value.columns)
+    first = list(results.columns[:11])
+    for column in ("status", "speedup [x]", "saving $/month", "replicas", "$/month"):
+        assert column in first, first
