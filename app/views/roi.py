@@ -48,6 +48,30 @@ def _fractional_saving(row, migration_usd: float) -> str | None:
     )
 
 
+def _with_error(row, batch: int) -> str:
+    """The speedup and the replicas with the model's validated error at this batch (the
+    median |error| against published measurements in the batch's range), and the verdict
+    that survives it."""
+    band = sim.published_error_band([batch], [row["speedup"]])
+    if band is None or not math.isfinite(float(row["speedup"])):
+        return ""
+    low, high = float(band["low"].iloc[0]), float(band["high"].iloc[0])
+    demand, base = float(row["demand_tok_s"]), float(row["baseline_tok_s"])
+    scale = float(row["spec_tok_s"]) / float(row["speedup"]) if row["speedup"] else base
+    replicas = sorted(math.ceil(demand / (scale * s)) if scale * s > 0 else 0 for s in (low, high))
+    if low > 1:
+        verdict = "speculation pays at this batch even at the low end"
+    elif high < 1:
+        verdict = "speculation is slower at this batch even at the high end"
+    else:
+        verdict = "within the model's error speculation may or may not pay at this batch"
+    span = f"{replicas[0]}" if replicas[0] == replicas[1] else f"{replicas[0]}-{replicas[1]}"
+    return (
+        f"With the model's typical error at batch {batch} (Validation page): speedup "
+        f"{low:.2f}-{high:.2f}x, {span} replicas with speculation; {verdict}."
+    )
+
+
 st.title("ROI calculator")
 st.caption(
     "Should speculative decoding be on for this deployment? Pick the scenario in the "
@@ -247,6 +271,9 @@ with left:
         f"TPOT {row['baseline_tpot_ms']:.1f} → {row['spec_tpot_ms']:.1f} ms, latency from "
         f"{widgets.plain(row['latency_source'])}. {widgets.acceptance_basis(scenario)}"
     )
+    uncertain = _with_error(row, batch)
+    if uncertain:
+        st.caption(uncertain)
     fractional = _fractional_saving(row, migration_usd)
     if fractional is not None:
         st.caption(fractional)

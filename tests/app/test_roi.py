@@ -297,3 +297,15 @@ def test_a_setup_that_cannot_run_shows_no_k_or_alpha_verdict(app):
     text = " ".join(c.value for c in at.main.caption).replace("\\", "")
     assert "break-even" not in text
     assert "not checked: the setup cannot run" in text
+
+
+def test_the_headline_speedup_carries_the_validated_error_as_a_range(app):
+    """Issue 27, What users expect: the headline figures appeared exact."""
+    from app import sim
+
+    at = app("roi", query={"batch_size": "32"})
+    row = at.session_state["roi_row"]
+    band = sim.published_error_band([32], [row["speedup"]]).iloc[0]
+    text = " ".join(c.value for c in at.main.caption)
+    assert f"{band['low']:.2f}-{band['high']:.2f}x" in text
+    assert "replicas" in text.split(f"{band['low']:.2f}-{band['high']:.2f}x")[1]
