@@ -109,7 +109,7 @@ def _point(
 
 st.title("Load & SLO")
 st.caption(
-    "Tails, not means: each point runs a few hundred requests through a continuous-batching "
+    "Tails, not means: each point runs 2,000 requests (by default) through a continuous-batching "
     "engine (vLLM's scheduling, chunked prefill, preemption), priced step by step by the "
     "model, with each request's acceptance drawn around the scenario's. P99 is what an SLO "
     "is written on."
