@@ -417,7 +417,10 @@ def best_k_by_batch(best: pd.DataFrame) -> go.Figure:
         "y": np.where(runs, best["best_k"].to_numpy(dtype=float), np.nan),
         "marker": {"color": [GOOD if o else BAD for o in ok]},
         "customdata": np.stack([best["speedup"].to_numpy(dtype=float)], axis=-1),
-        "texttemplate": "%{y}",
+        # A K of 0 draws no bar: no "0" floating over the axis either.
+        "text": [
+            f"{k:.0f}" if r and k > 0 else "" for k, r in zip(best["best_k"], runs, strict=True)
+        ],
         "textposition": "outside",
         "hovertemplate": "batch %{x}: K=%{y}, %{customdata[0]:.2f}x<extra></extra>",
         "name": "best K",
@@ -431,6 +434,7 @@ def best_k_by_batch(best: pd.DataFrame) -> go.Figure:
         xaxis={"type": "category"},
         showlegend=False,
     )
+    layout["yaxis"] = {**layout.get("yaxis", {}), "dtick": 1, "rangemode": "tozero"}
     if not runs.any():
         layout["annotations"] = [_centre_note("nothing runs at any batch")]
     return go.Figure(data=[bar], layout=layout)

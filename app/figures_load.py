@@ -4,6 +4,8 @@ and arm). Plain functions, so tests can read `fig.data[i].x / .y`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -20,21 +22,95 @@ def load_axis(table: pd.DataFrame) -> tuple[str, str]:
     return "concurrency", "concurrency (requests in flight)"
 
 
-def tail_crossover(table: pd.DataFrame, metric: str = "tpot_p99_ms") -> float | None:
-    """The smallest load at which speculation's `metric` is worse than the baseline's."""
+@dataclass(frozen=True)
+class TailVerdict:
+    """Where speculation's P99 is worse than the baseline's over the loads sampled.
+
+    `kind`: 'none' (at no load sampled), 'all' (at every load sampled), 'beyond' (above
+    `at`), 'below' (below `at`), 'mixed' (the curves cross more than once, at `crossings`).
+    `at` and `crossings` are interpolated loads; `text` is the sentence the page shows."""
+
+    kind: str
+    at: float | None
+    crossings: tuple[float, ...]
+    text: str
+
+
+def plain_load(x: float, unit: str) -> str:
+    """A load as people say it: whole requests in flight; requests/s to two significant
+    figures below 10 and whole above."""
+    if "flight" in unit or x >= 10:
+        return f"{round(x):,}"
+    return f"{x:.2g}" if x >= 1 else f"{x:.2f}".rstrip("0")
+
+
+def _differences(table: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(loads, speculative minus baseline `metric`) at each load both arms have a value."""
     x, _ = load_axis(table)
-    arm = table["arm"].astype(str).to_numpy()
-    load = table[x].to_numpy(dtype=float)
-    value = table[metric].to_numpy(dtype=float)
-    spec = arm == "spec"
-    known = ~np.isnan(value)
-    for at in np.unique(load[spec & ~np.isnan(load)]):  # ascending
-        here = (load == at) & known
-        # A few points at most: the mean of each arm's (NaN-free) values at this load.
-        s, b = value[here & spec], value[here & (arm == "baseline")]
-        if len(s) and len(b) and s.mean() > b.mean():
-            return float(at)
-    return None
+    known = table.dropna(subset=[x, metric])
+    arms = known.groupby([x, "arm"])[metric].mean().unstack("arm")
+    if not {"spec", "baseline"} <= set(arms.columns):
+        return np.zeros(0), np.zeros(0)
+    arms = arms.dropna().sort_index()
+    return arms.index.to_numpy(dtype=float), (arms["spec"] - arms["baseline"]).to_numpy()
+
+
+def tail_verdict(
+    table: pd.DataFrame, unit: str, metric: str = "tpot_p99_ms", what: str = "P99 TPOT"
+) -> TailVerdict | None:
+    """Where speculation makes `metric` worse, with each crossing found by linear
+    interpolation of the two arms' difference between the sampled loads on either side;
+    None where either arm has no value."""
+    load, diff = _differences(table, metric)
+    if not len(load):
+        return None
+    worse = diff > 0
+    if not worse.any():
+        return TailVerdict(
+            "none",
+            None,
+            (),
+            f"Speculation makes the {what} worse at no load "
+            f"sampled ({plain_load(load[0], unit)} to "
+            f"{plain_load(load[-1], unit)} {unit}).",
+        )
+    if worse.all():
+        return TailVerdict(
+            "all",
+            None,
+            (),
+            f"Speculation makes the {what} worse at every "
+            f"load sampled ({plain_load(load[0], unit)} to "
+            f"{plain_load(load[-1], unit)} {unit}).",
+        )
+    change = np.flatnonzero(worse[1:] != worse[:-1])
+    crossings = tuple(
+        float(load[i] + (load[i + 1] - load[i]) * diff[i] / (diff[i] - diff[i + 1])) for i in change
+    )
+    if len(crossings) == 1:
+        at = plain_load(crossings[0], unit)
+        if worse[-1]:
+            return TailVerdict(
+                "beyond",
+                crossings[0],
+                crossings,
+                f"Beyond {at} {unit}, speculation makes the {what} worse than without it.",
+            )
+        return TailVerdict(
+            "below",
+            crossings[0],
+            crossings,
+            f"Speculation makes the {what} "
+            f"worse only at light load, below {at} {unit}; above it, better.",
+        )
+    shown = ", ".join(plain_load(c, unit) for c in crossings)
+    return TailVerdict(
+        "mixed",
+        None,
+        crossings,
+        f"Speculation's {what} crosses the "
+        f"baseline's more than once, at about {shown} {unit}: see the chart.",
+    )
 
 
 def latency_vs_load(
@@ -61,9 +137,21 @@ def latency_vs_load(
     if slo_ms is not None:
         shapes.append(hline(slo_ms, color=BAD, dash="dash"))
         notes.append(hline_label(slo_ms, "SLO"))
-    cross = tail_crossover(table, f"{metric}_p99_ms")
-    if cross is not None:
+    verdict = tail_verdict(table, "", f"{metric}_p99_ms")
+    for cross in verdict.crossings if verdict else ():
         shapes.append(vline(cross, color=BAD, width=1))
+        notes.append(
+            {
+                "text": "P99s cross",
+                "showarrow": False,
+                "xref": "x",
+                "x": cross,
+                "xanchor": "left",
+                "yref": "y domain",
+                "y": 1,
+                "yanchor": "top",
+            }
+        )
     return go.Figure(
         data=traces, layout=frame(title, x_title, "ms", shapes=shapes, annotations=notes)
     )

@@ -5,9 +5,12 @@ workload without a published row for the method returns None.
 
 from __future__ import annotations
 
+import csv
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
 
 import numpy as np
 
@@ -16,6 +19,8 @@ from simulator.catalog import method_decay
 from simulator.scenarios import K_LIMIT
 from simulator.specs import ModelSpec
 
+PAIRS_CSV = Path(__file__).resolve().parent.parent / "data" / "draft_pairs.csv"
+"""The sizes and family of each published draft-model pair in acceptance_priors.csv."""
 WORKLOADS = ("chat", "code", "summarisation", "creative")
 MEASURED = "measured"
 """The workload option that takes acceptance from a vLLM /metrics scrape."""
@@ -34,12 +39,18 @@ class Prior:
     """Per-position rates p_1..p_16 the pages plan with (see `how`)."""
     how: str = ""
     """Where the per-position rates come from: measured, or extended along a decay."""
+    pair: str = ""
+    """For a draft model: how near the published pair is to the scenario's."""
 
     def describe(self) -> str:
         what = f"tau {self.tau:g} at K={self.k}" if self.tau and self.k else ""
-        return (
-            f"{self.hint}" + (f"; {what}" if what else "") + (f"; {self.how}" if self.how else "")
+        tree = (
+            "a dynamic tree's figure: a chain of K tokens, as the launch commands run, accepts less"
+            if "tree" in self.hint.lower()
+            else ""
         )
+        parts = [self.hint, self.pair, what, tree, self.how]
+        return "; ".join(p for p in parts if p)
 
     @property
     def positions_text(self) -> str:
@@ -96,14 +107,52 @@ def _positions(row: dict[str, str], method: str, value) -> tuple[tuple[float, ..
     return tuple(float(alpha) ** i for i in range(1, K_LIMIT + 1)), "only α published: i.i.d."
 
 
+@cache
+def _pairs() -> dict[str, dict[str, str]]:
+    with open(PAIRS_CSV, newline="") as f:
+        return {row["draft_hint"].strip(): row for row in csv.DictReader(f)}
+
+
+def _ratio(x: float) -> str:
+    return f"1:{1 / x:,.0f}" if x < 0.1 else f"1:{1 / x:.1f}"
+
+
+def _pair_distance(hint: str, target: ModelSpec, draft: ModelSpec) -> tuple[float, str] | None:
+    """How far a published draft-model pair is from the scenario's: the distance of the
+    log size ratios, plus 0.5 when the family differs; and the words that say it."""
+    pub = _pairs().get(hint)
+    if pub is None or not target.total_params or not draft.total_params:
+        return None
+    theirs = float(pub["draft_params"]) / float(pub["target_params"])
+    yours = draft.total_params / target.total_params
+    same = pub["family"] == target.tokenizer
+    distance = abs(math.log(yours / theirs)) + (0.0 if same else 0.5)
+    words = (
+        f"nearest published pair: size ratio {_ratio(theirs)} against your "
+        f"{_ratio(yours)}, {'same' if same else 'another'} family"
+    )
+    return distance, words
+
+
 def pick_prior(
-    rows: list[dict[str, str]], workload: str, method: str, target: ModelSpec | None
+    rows: list[dict[str, str]],
+    workload: str,
+    method: str,
+    target: ModelSpec | None,
+    *,
+    draft: ModelSpec | None = None,
 ) -> Prior | None:
     """The published row for (workload, method) that best fits the target.
 
     A row whose draft hint names the target comes first, then a chain draft (engines verify
-    a chain, and a tree's tau overstates a chain's), then file order.
+    a chain, and a tree's tau overstates a chain's), then file order. For a draft model
+    with `draft` given, the published pair nearest to (target, draft) wins: nearest log
+    size ratio, the same family counting half a log unit (data/draft_pairs.csv).
     """
+    if method == "draft_model" and draft is not None and target is not None:
+        by_pair = _pick_pair(rows, workload, target, draft)
+        if by_pair is not None:
+            return by_pair
     best: tuple[int, Prior] | None = None
     target_slugs = {_slug(target.id), _slug(target.name)} if target is not None else set()
     for row in rows:
@@ -128,4 +177,23 @@ def pick_prior(
         )
         if best is None or score > best[0]:
             best = (score, prior)
+    return None if best is None else best[1]
+
+
+def _pick_pair(rows, workload: str, target: ModelSpec, draft: ModelSpec) -> Prior | None:
+    """The draft-model row for `workload` whose published pair is nearest the scenario's."""
+    best: tuple[float, Prior] | None = None
+    for row in rows:
+        if row.get("workload", "").strip() != workload or row.get("method", "").strip() != (
+            "draft_model"
+        ):
+            continue
+        hint = row.get("draft_hint", "").strip()
+        near = _pair_distance(hint, target, draft)
+        value = _alpha(row)
+        if near is None or value is None:
+            continue
+        prior = pick_prior([row], workload, "draft_model", None)
+        if best is None or near[0] < best[0]:
+            best = (near[0], replace(prior, pair=near[1]))
     return None if best is None else best[1]

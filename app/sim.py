@@ -69,14 +69,24 @@ def priors() -> list[dict[str, str]]:
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def _prior(workload: str, method: str, target: str, path: str, mtime: int) -> Prior | None:
-    return pick_prior(_priors(path, mtime), workload, method, models().get(target))
+def _prior(
+    workload: str, method: str, target: str, path: str, mtime: int, draft: str | None = None
+) -> Prior | None:
+    return pick_prior(
+        _priors(path, mtime),
+        workload,
+        method,
+        models().get(target),
+        draft=models().get(draft) if draft else None,
+    )
 
 
-def prior(workload: str, method: str, target: str) -> Prior | None:
-    """`presets.pick_prior` for a workload, method and target id: the published figure
-    the acceptance input fills in (cached: extending a prior's rates takes ~20 ms)."""
-    return _prior(workload, method, target, str(PRIORS_CSV), modified_ns(PRIORS_CSV))
+def prior(workload: str, method: str, target: str, draft: str | None = None) -> Prior | None:
+    """`presets.pick_prior` for a workload, method, target id and (a draft model's) draft
+    id: the published figure the acceptance input fills in (cached: extending a prior's
+    rates takes ~20 ms)."""
+    draft = draft if method == "draft_model" else None
+    return _prior(workload, method, target, str(PRIORS_CSV), modified_ns(PRIORS_CSV), draft)
 
 
 def _folders_key(root: Path) -> tuple[tuple[str, int], ...]:

@@ -46,8 +46,12 @@ pages = [
     st.Page(VIEWS / "validation.py", title="Validation", icon=":material/fact_check:"),
     st.Page(VIEWS / "search.py", title="Deployment search", icon=":material/travel_explore:"),
 ]
+# The pages that plan with the sidebar's scenario: the entry point draws it for them.
+PLANNING = {"ROI calculator", "Concurrency sizer", "Load & SLO", "Reports"}
 page = st.navigation(pages)
+widgets.layout_style()
 widgets.calibration_note()
+widgets.draw_scenario_sidebar(page.title in PLANNING)
 try:
     page.run()
 finally:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -128,7 +129,10 @@ STATUS_BADGE = {
 
 
 def _prior(workload: str, method: str, target: str) -> Prior | None:
-    return sim.prior(workload, method, target)
+    """The published figure for the workload, method and target, and for a draft model the
+    session's draft (the link's before the sidebar exists)."""
+    draft = st.session_state.get("draft") or st.query_params.get("draft") or DEFAULT_DRAFT
+    return sim.prior(workload, method, target, draft)
 
 
 def _filled_alpha(workload: str, method: str, target: str) -> float | None:
@@ -160,6 +164,8 @@ class Scenario:
     output_len: int = DEFAULT_OUTPUT_LEN
     requests_per_day: float = DEFAULT_REQUESTS_PER_DAY
     gpu_hourly_usd: float | None = None
+    temperature: float = 0.0
+    """Sampling temperature; above 0 the step pays the rejection sampler."""
 
     @property
     def speculative(self) -> bool:
@@ -182,6 +188,8 @@ class Scenario:
             out.update(self.acceptance)
         if self.gpu_hourly_usd is not None:
             out["gpu_hourly_usd"] = self.gpu_hourly_usd
+        if self.temperature > 0:
+            out["temperature"] = self.temperature
         return out
 
     def row(self, k: int, batch_size: int, **extra) -> dict:
@@ -241,6 +249,16 @@ LINK_NUMBERS = {
     "slo_tok_s": (0.1, 10_000.0, False),
     "k_max": (1, 16, True),
     "gpu_memory_utilization": (0.5, 0.98, False),
+    "temperature": (0.0, 100.0, False),
+    "size_ttft": (1.0, 600_000.0, False),
+    "rate_range": (0.1, 64.0, False),
+    "concurrency_range": (1, 512, True),
+    "load_points": (2, 12, True),
+    "load_requests": (50, 20_000, True),
+    "slo_ttft": (1.0, 600_000.0, False),
+    "slo_tpot": (0.1, 10_000.0, False),
+    "acceptance_spread": (0.0, 0.5, False),
+    "load_k": (1, 16, True),
 }
 """Numeric query parameters the pages bind or read, as (lowest, highest, whole number):
 the ranges of their inputs. Streamlit's own reading of a link stops the page at a
@@ -265,6 +283,17 @@ LINK_PARAMS = frozenset(
         "k_max",
         "kv_dtype",
         "load_kind",
+        # The Load & SLO page's and the Sizer's P99 inputs.
+        "rate_range",
+        "concurrency_range",
+        "load_points",
+        "load_requests",
+        "slo_ttft",
+        "slo_tpot",
+        "length_kind",
+        "acceptance_spread",
+        "load_k",
+        "size_ttft",
         "max_model_len",
         "method",
         "migration_usd",
@@ -277,6 +306,7 @@ LINK_PARAMS = frozenset(
         "slo_tok_s",
         "slo_tpot_ms",
         "target",
+        "temperature",
         "weight_dtype",
         "workload",
         # Read from the link by the pages themselves.
@@ -375,7 +405,32 @@ def _index(options: list, value) -> int:
     return options.index(value) if value in options else 0
 
 
+_RUN = threading.local()
+"""This script run's sidebar scenario, drawn by the entry point before the page runs."""
+
+
+def draw_scenario_sidebar(planning: bool) -> None:
+    """Draw the scenario sidebar from the entry point, before a planning page runs.
+
+    Streamlit binds a widget to the URL for the script that creates it, and on a page
+    switch drops the query parameters bound to any other page's script. Drawn by each page,
+    the sidebar's inputs lost a link's scenario on the next page (shown at their defaults
+    there, right again on a second visit). Drawn by the entry point, they belong to every
+    page and keep their values, and their parameters, across pages."""
+    _RUN.scenario = _scenario_sidebar() if planning else None
+
+
 def scenario_inputs() -> Scenario:
+    """The scenario sidebar's choices; the same widgets (same keys) on every planning page,
+    drawn once a run (by the entry point, see `draw_scenario_sidebar`)."""
+    drawn = getattr(_RUN, "scenario", None)
+    if drawn is not None:
+        _RUN.scenario = None
+        return drawn
+    return _scenario_sidebar()
+
+
+def _scenario_sidebar() -> Scenario:
     """The scenario sidebar; the same widgets (same keys) on every planning page."""
     models = sim.models()
     gpus = sim.gpus()
@@ -418,6 +473,7 @@ def scenario_inputs() -> Scenario:
         model_ids,
         index=_index(model_ids, DEFAULT_DRAFT),
         key="draft",
+        on_change=_refill_acceptance,
         disabled=method != "draft_model",
         help="Used by the draft-model method only; it must share the target's tokenizer.",
         **BIND,
@@ -459,6 +515,18 @@ def scenario_inputs() -> Scenario:
     kv_dtype = c2.selectbox("KV cache", list(KV_DTYPES), key="kv_dtype", **BIND)
 
     workload, alpha, acceptance = _acceptance_inputs(sb, method, target)
+    temperature = sb.number_input(
+        "Sampling temperature",
+        0.0,
+        100.0,
+        0.0,
+        0.1,
+        key="temperature",
+        help="0 is greedy. Above 0 every step pays the rejection sampler over the "
+        "vocabulary, and acceptance falls: the published priors are at temperature 0 "
+        "(EAGLE-3, Llama-3.3-70B chat: τ 5.63 at 0, 5.45 at 1; data/acceptance_priors.csv).",
+        **BIND,
+    )
 
     sb.subheader("Traffic and price")
     c1, c2 = sb.columns(2)
@@ -491,6 +559,10 @@ def scenario_inputs() -> Scenario:
         help="Empty: the catalog's on-demand price for this GPU.",
         **BIND,
     )
+    sb.caption(
+        f"{requests_per_day:,.0f} requests a day is {requests_per_day / 86400:,.2f} requests/s "
+        "on average. To size for a peak, enter the peak requests/s x 86,400."
+    )
     if price is None and catalog_price is None:
         sb.warning(f"{plain(gpus[gpu].name)} has no catalog price: enter one for the costs.")
     _write_positions(acceptance)
@@ -509,6 +581,7 @@ def scenario_inputs() -> Scenario:
         output_len=int(output_len),
         requests_per_day=float(requests_per_day),
         gpu_hourly_usd=None if price is None else float(price),
+        temperature=float(temperature),
     )
 
 
@@ -594,8 +667,12 @@ def _prior_acceptance(sb, alpha: float, prior: Prior | None, linked: str):
         sb.caption(f"Per-position rates from the link: {_rates_shown(linked)}{now}.")
         return alpha, {"acceptance_per_position": linked}
     edited = not linked and abs(prior.alpha - alpha) > 5e-4
+    published_at = ""
+    if prior.k:
+        planned = "" if edited or not prior.positions else "; planned by position"
+        published_at = f" (published at K={prior.k}{planned})"
     sb.caption(
-        f"Prior α {prior.alpha:.3f}: {prior.describe()}"
+        f"Prior α {prior.alpha:.3f}{published_at}: {prior.describe()}"
         + (" (edited: i.i.d. α as typed)" if edited else "")
         + (f" [source]({prior.source})" if prior.source.startswith("http") else "")
     )
@@ -672,6 +749,50 @@ def _read_link_positions(sb) -> None:
 def _write_positions(acceptance: dict) -> None:
     positions = acceptance.get("acceptance_per_position")
     _set_param(POS_PARAM, positions_param(positions) if positions else None)
+
+
+LAYOUT_CSS = """<style>
+[data-testid="stMetricValue"] { font-size: clamp(1.05rem, 1.7vw, 2.25rem); }
+[data-testid="stMetricValue"] > div { text-overflow: clip; }
+[data-testid="stMetricLabel"] p, [data-testid="stMetricLabel"] div {
+  white-space: normal; overflow: visible; text-overflow: clip;
+}
+</style>"""
+"""Metric values scale with the window and labels wrap, so that at 1,024 px with the
+sidebar open no figure is cut to "$2.…" (tests/app/test_layout_browser.py)."""
+
+
+def layout_style() -> None:
+    """The dashboard's few layout rules; drawn once a run by the entry point."""
+    st.html(LAYOUT_CSS)
+
+
+def known_positions(scenario: Scenario) -> int | None:
+    """How many draft positions the scenario's acceptance figure measured or published
+    (past them the rates are extrapolated); None where that is not known."""
+    if not scenario.speculative:
+        return None
+    measured = st.session_state.get(sim.MEASURED_KEY)
+    if scenario.workload == MEASURED and measured:
+        return int(measured["k"]) if measured.get("k") else None
+    prior = _prior(scenario.workload, scenario.method, scenario.target)
+    return prior.k if prior is not None else None
+
+
+def acceptance_basis(scenario: Scenario) -> str:
+    """Where the page's verdict gets its acceptance, said under the verdict: measured
+    (/metrics), a published prior (until measured acceptance is pasted), or the α typed."""
+    if not scenario.speculative:
+        return ""
+    if scenario.workload == MEASURED and st.session_state.get(sim.MEASURED_KEY):
+        return "Acceptance measured (your vLLM /metrics scrape)."
+    prior = _prior(scenario.workload, scenario.method, scenario.target)
+    if prior is not None and abs(prior.alpha - scenario.alpha) <= 5e-4:
+        return (
+            f"From a published prior (α {prior.alpha:.3f}: {plain(prior.hint)}): paste your "
+            "/metrics on the Acceptance page to plan with measured acceptance."
+        )
+    return f"From the acceptance you entered (α {scenario.alpha:.3f}), not a measurement."
 
 
 def checklist_panel(

@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from simulator.predict import WINDOW_REASONS, status_reasons
+from simulator.predict import CANNOT_RUN_REASONS, WINDOW_REASONS, status_reasons
 from simulator.specs import ModelSpec
 
 K_COMFORT = 5
@@ -75,6 +75,12 @@ def _acceptance(row: Mapping) -> CheckItem:
         )
     margin = alpha - be
     text = f"alpha {alpha:.2f} vs break-even {be:.2f} at batch {batch}"
+    if str(row.get("acceptance_per_position", "") or "").strip():
+        # Planned by position: the alpha here is not the one entered; say which it is.
+        text = (
+            f"alpha {alpha:.2f} (the i.i.d. rate with the same τ at K={int(row['k'])}) vs "
+            f"break-even {be:.2f} at batch {batch}"
+        )
     if margin >= ACCEPTANCE_MARGIN:
         return CheckItem(name, "green", text)
     if margin >= 0:
@@ -160,12 +166,24 @@ def _draft_size(row: Mapping) -> CheckItem:
     return CheckItem(name, "red", text + ": too large to pay")
 
 
+def _cannot_run(row: Mapping) -> str | None:
+    """Why the setup cannot run at all (the engine refuses or fails to start), or None."""
+    reasons = [r for r in status_reasons(str(row.get("status", "ok"))) if r in CANNOT_RUN_REASONS]
+    return reasons[0] if reasons else None
+
+
+def _not_checked(name: str, why: str) -> CheckItem:
+    return CheckItem(name, "red", f"not checked: the setup cannot run ({why})")
+
+
 def checklist(row: Mapping, models: dict[str, ModelSpec]) -> list[CheckItem]:
-    """The six checks for one row of `predict`'s output."""
+    """The six checks for one row of `predict`'s output. Where the setup cannot run, K and
+    acceptance are not judged (a K and an alpha verdict would suggest it could)."""
+    why = _cannot_run(row)
     return [
         _tokenizers(row, models),
-        _k_range(row),
-        _acceptance(row),
+        _not_checked("K in a sensible range", why) if why else _k_range(row),
+        _not_checked("Acceptance above break-even", why) if why else _acceptance(row),
         _context_window(row, models),
         _headroom(row),
         _draft_size(row),

@@ -234,9 +234,10 @@ def format_summary(s: Summary) -> str:
         table(s.by_source, "source"),
     ]
     if len(s.reversals):
-        below = (s.reversals["predicted_speedup"] < 1.1).sum()
+        below = (s.reversals["predicted_speedup"] < 1.0).sum()
         lines.append(
-            f"published reversals (speedup < 1): {len(s.reversals)}, predicted below 1.1: {below}"
+            f"published reversals (speedup < 1): {len(s.reversals)}, predicted as slowdowns "
+            f"(sign right): {below}, as speed-ups (sign wrong): {len(s.reversals) - below}"
         )
         lines.append(s.reversals.to_string(index=False))
     return "\n".join(lines)

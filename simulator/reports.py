@@ -97,6 +97,20 @@ UNITS: dict[str, str] = {
     "monthly_cost_baseline_usd": "$/month",
     "monthly_cost_spec_usd": "$/month",
     "monthly_saving_usd": "$/month",
+    "medusa_heads": "heads",
+    "mtp_depth": "tokens",
+    "draft_context_len": "tokens",
+    "request_rate": "requests/s",
+    "temperature": "sampling temperature",
+    "effective_batch_baseline": "seqs",
+    "effective_batch_spec": "seqs",
+    "prefill_tokens_per_step_baseline": "tokens/step",
+    "prefill_tokens_per_step_spec": "tokens/step",
+    "prefill_ms_baseline": "ms",
+    "prefill_ms_spec": "ms",
+    "engine_ms_baseline": "ms",
+    "engine_ms_spec": "ms",
+    "baseline_step_ms": "ms",
 }
 """Unit of every numeric report column; text columns (ids, warnings) carry none."""
 

@@ -22,9 +22,12 @@ from simulator.serving import (
     step_model,
     summarise_arms,
 )
+from simulator.spread import default_acceptance_spread
 
 LOAD_KINDS = ("request rate (open loop)", "concurrency (closed loop)")
-DEFAULT_REQUESTS = 300
+# As `simulator serve --requests`: one default. 300 requests from an empty engine read the
+# P99 low near saturation (the Sizer sizes on steady-state P99s, `simulator.tails`).
+DEFAULT_REQUESTS = 2000
 MAX_POINTS = 12
 
 
@@ -106,7 +109,7 @@ def _point(
 
 st.title("Load & SLO")
 st.caption(
-    "Tails, not means: each point runs a few hundred requests through a continuous-batching "
+    "Tails, not means: each point runs 2,000 requests (by default) through a continuous-batching "
     "engine (vLLM's scheduling, chunked prefill, preemption), priced step by step by the "
     "model, with each request's acceptance drawn around the scenario's. P99 is what an SLO "
     "is written on."
@@ -121,51 +124,44 @@ if kind == LOAD_KINDS[0]:
         64.0,
         (0.5, 8.0),
         key="rate_range",
-        persist_state="session",
+        **widgets.BIND,
     )
 else:
-    lo, hi = c[1].slider(
-        "Concurrency", 1, 512, (1, 64), key="concurrency_range", persist_state="session"
-    )
-points = int(
-    c[2].number_input("Load points", 2, MAX_POINTS, 6, key="load_points", persist_state="session")
-)
+    lo, hi = c[1].slider("Concurrency", 1, 512, (1, 64), key="concurrency_range", **widgets.BIND)
+points = int(c[2].number_input("Load points", 2, MAX_POINTS, 6, key="load_points", **widgets.BIND))
 requests = int(
     c[3].number_input(
         "Requests per point",
         50,
-        5000,
+        20_000,
         DEFAULT_REQUESTS,
         50,
         key="load_requests",
-        persist_state="session",
+        **widgets.BIND,
     )
 )
 c = st.columns(4)
 slo_ttft = float(
-    c[0].number_input(
-        "TTFT SLO, P99 (ms)", 1.0, 600_000.0, 2000.0, key="slo_ttft", persist_state="session"
-    )
+    c[0].number_input("TTFT SLO, P99 (ms)", 1.0, 600_000.0, 2000.0, key="slo_ttft", **widgets.BIND)
 )
 slo_tpot = float(
-    c[1].number_input(
-        "TPOT SLO, P99 (ms)", 0.1, 10_000.0, 50.0, key="slo_tpot", persist_state="session"
-    )
+    c[1].number_input("TPOT SLO, P99 (ms)", 0.1, 10_000.0, 50.0, key="slo_tpot", **widgets.BIND)
 )
-length_kind = c[2].selectbox(
-    "Lengths", LENGTH_KINDS, index=2, key="length_kind", persist_state="session"
-)
+length_kind = c[2].selectbox("Lengths", LENGTH_KINDS, index=2, key="length_kind", **widgets.BIND)
 spread = float(
     c[3].number_input(
         "Per-request acceptance spread (s.d.)",
         0.0,
         0.5,
-        0.1,
-        0.05,
+        default_acceptance_spread(scenario.method),
+        0.01,
         key="acceptance_spread",
-        persist_state="session",
+        **widgets.BIND,
         help="Standard deviation of each request's first-position acceptance: code and chat "
-        "requests accept differently. 0 makes every request alike.",
+        "requests accept differently. 0 makes every request alike. The default is the "
+        "method's published spread between workloads (data/acceptance_spread.csv), a floor: "
+        "no public per-request acceptance trace was found. Capped where a wider spread "
+        "would pile requests at 0 or 1 (the mean's distance to them).",
     )
 )
 
@@ -185,7 +181,7 @@ k = int(
         16,
         3,
         key="load_k",
-        persist_state="session",
+        **widgets.BIND,
         disabled=not scenario.speculative,
         help="One K for every load; the ROI page and the Sizer find the best K per batch.",
     )
@@ -243,16 +239,40 @@ if refused.any():
         "Shorter lengths, a model with a longer window or more GPUs avoid it."
     )
 
-cross = figures_load.tail_crossover(table)
+unit = "requests/s" if kind == LOAD_KINDS[0] else "requests in flight"
+verdict = figures_load.tail_verdict(table, unit)
 if not scenario.speculative:
     st.info("Method 'none' is the baseline: choose a method in the sidebar to compare.")
-elif spec_refused is not None:
+elif spec_refused is not None or verdict is None:
     pass  # said above: there is no speculative arm to compare
-elif cross is None:
-    st.success("Speculation keeps the P99 TPOT below the baseline's over the whole range.")
+elif verdict.kind == "none":
+    st.success(verdict.text)
 else:
-    unit = "requests/s" if kind == LOAD_KINDS[0] else "requests in flight"
-    st.warning(f"Beyond {cross:g} {unit}, speculation makes the P99 TPOT worse than without it.")
+    st.warning(verdict.text)
+
+
+def _seed_check() -> str:
+    """How much a rerun with another seed moves each arm's P99 TPOT at the highest load:
+    the confidence of the page's P99s (the heaviest load moves most)."""
+    rate, concurrency = loads[-1]
+    again = _point(
+        repr(key), dict(key), (rate, concurrency, requests, 1), lengths, spread, slos, cal
+    )
+    first = table[table["arm"].isin(again["arm"])].groupby("arm")["tpot_p99_ms"].last()
+    moved = (again.set_index("arm")["tpot_p99_ms"] / first - 1).abs().dropna()
+    if moved.empty:
+        return ""
+    worst = float(moved.max())
+    verdict = "steady" if worst < 0.05 else "not steady yet: raise the requests per point"
+    return (
+        f"A rerun with another seed moves the P99 TPOT at the highest load by "
+        f"{worst:.1%} ({verdict}); {requests:,} requests per point, each P99 over all of them."
+    )
+
+
+slos = (slo_ttft, slo_tpot)
+if spec_refused is None:
+    st.caption(_seed_check())
 f1, f2 = st.columns(2)
 f1.plotly_chart(
     figures_load.latency_vs_load(table, "tpot", "TPOT against load", slo_ms=slo_tpot),

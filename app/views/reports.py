@@ -46,26 +46,29 @@ EDITOR_COLUMNS = (
     "requests_per_day",
 )
 SHOWN = {
+    # The decision first: which row, whether it runs, what it does to speed and money.
     "target": "target",
     "method": "method",
     "k": "K",
     "batch_size": "batch",
-    "alpha": "α",
+    "status": "status",
     "speedup": "speedup [x]",
+    "monthly_saving_usd": "saving $/month",
+    "replicas_spec": "replicas",
+    "monthly_cost_spec_usd": "$/month",
+    "cost_per_mtok_baseline": "$/1M tok before",
+    "cost_per_mtok_spec": "$/1M tok after",
+    # Then how it gets there.
+    "alpha": "α (i.i.d., same τ at this K)",
     "spec_tpot_ms": "TPOT [ms]",
     "spec_tok_s_per_user": "tok/s per user",
     "spec_tok_s": "tok/s per replica",
     "max_concurrency_spec": "max concurrency",
-    "cost_per_mtok_baseline": "$/1M tok before",
-    "cost_per_mtok_spec": "$/1M tok after",
-    "replicas_spec": "replicas",
-    "monthly_cost_spec_usd": "$/month",
-    "monthly_saving_usd": "saving $/month",
     "fits": "fits",
-    "status": "status",
     "preflight": "pre-flight",
 }
 K_SEARCH = range(1, K_MAX_SENSIBLE + 1)  # as the ROI page's 'best K'
+DEFAULT_MAX_MODEL_LEN = 8192  # the Sizer's default
 
 st.title("Reports")
 st.caption(
@@ -241,7 +244,11 @@ library_saves.report_bar(
 # ---------------------------------------------------------------------------- launch
 configs = []
 for i, r in enumerate(report.to_dict("records"), start=1):
-    max_len = int(r["prompt_len"] + r["output_len"])
+    # The Sizer's --max-model-len (its input, else its default), within the target's window
+    # and never below a request's own length: the same command on both pages.
+    window = models[r["target"]].max_position_embeddings or 10**9
+    sizer_len = int(_carried("max_model_len", DEFAULT_MAX_MODEL_LEN))
+    max_len = max(int(r["prompt_len"] + r["output_len"]), min(sizer_len, window))
     common = {
         "target": models[r["target"]],
         "method": r["method"],

@@ -11,6 +11,8 @@ import streamlit as st
 from app import figures, library_saves, sim, widgets
 from app.formatting import delta, money, signed_money
 from app.presets import MEASURED
+from app.summary import decision_summary
+from simulator.defaults import DEFAULTS
 from simulator.economics import get_payback_months
 from simulator.errors import InputError
 from simulator.predict import MEMORY_REASONS, status_reasons
@@ -26,6 +28,49 @@ K_SEARCH = tuple(range(1, K_MAX_SENSIBLE + 1))
 CURVE_ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)
 DEFAULT_BATCH = 16
 DEFAULT_MIGRATION_USD = 20_000
+
+
+def _fractional_saving(row, migration_usd: float) -> str | None:
+    """Where whole replicas do not fall but $ per 1M tokens does: the saving and payback at
+    the fractional capacity (replicas shared with other traffic, or a smaller pool)."""
+    per_mtok = float(row["cost_per_mtok_baseline"]) - float(row["cost_per_mtok_spec"])
+    if not (math.isfinite(per_mtok) and per_mtok > 0) or row["monthly_saving_usd"] > 0:
+        return None
+    mtok_month = float(row["demand_tok_s"]) * 3600 * DEFAULTS.hours_per_month / 1e6
+    saving = per_mtok * mtok_month
+    months = float(get_payback_months(migration_usd, saving))
+    share = per_mtok / float(row["cost_per_mtok_baseline"])
+    return (
+        f"The whole replica count does not fall, but $ per 1M tokens does, by {share:.0%} "
+        f"({money(per_mtok, 3)}). At fractional capacity (the freed share of a replica "
+        f"used for other traffic) that saves {money(saving)} a month: payback "
+        f"{months:.1f} months."
+    )
+
+
+def _with_error(row, batch: int) -> str:
+    """The speedup and the replicas with the model's validated error at this batch (the
+    median |error| against published measurements in the batch's range), and the verdict
+    that survives it."""
+    band = sim.published_error_band([batch], [row["speedup"]])
+    if band is None or not math.isfinite(float(row["speedup"])):
+        return ""
+    low, high = float(band["low"].iloc[0]), float(band["high"].iloc[0])
+    demand, base = float(row["demand_tok_s"]), float(row["baseline_tok_s"])
+    scale = float(row["spec_tok_s"]) / float(row["speedup"]) if row["speedup"] else base
+    replicas = sorted(math.ceil(demand / (scale * s)) if scale * s > 0 else 0 for s in (low, high))
+    if low > 1:
+        verdict = "speculation pays at this batch even at the low end"
+    elif high < 1:
+        verdict = "speculation is slower at this batch even at the high end"
+    else:
+        verdict = "within the model's error speculation may or may not pay at this batch"
+    span = f"{replicas[0]}" if replicas[0] == replicas[1] else f"{replicas[0]}-{replicas[1]}"
+    return (
+        f"With the model's typical error at batch {batch} (Validation page): speedup "
+        f"{low:.2f}-{high:.2f}x, {span} replicas with speculation; {verdict}."
+    )
+
 
 st.title("ROI calculator")
 st.caption(
@@ -226,8 +271,14 @@ with left:
         f" x {scenario.output_len} tokens): {row['replicas_baseline']:.0f} → "
         f"{row['replicas_spec']:.0f} replicas. τ = {row['tau']:.2f} tokens per step, "
         f"TPOT {row['baseline_tpot_ms']:.1f} → {row['spec_tpot_ms']:.1f} ms, latency from "
-        f"{widgets.plain(row['latency_source'])}."
+        f"{widgets.plain(row['latency_source'])}. {widgets.acceptance_basis(scenario)}"
     )
+    uncertain = _with_error(row, batch)
+    if uncertain:
+        st.caption(uncertain)
+    fractional = _fractional_saving(row, migration_usd)
+    if fractional is not None:
+        st.caption(fractional)
 with right:
     widgets.checklist_panel(row)
 
@@ -237,6 +288,13 @@ if k_grid is not None:
         k_grid[["curve", "k", "speedup"]], highlight=str(k_grid["curve"].iloc[0])
     )
     c1.plotly_chart(k_fig, key="roi_speedup_k")
+    known = widgets.known_positions(scenario)
+    if known and known < max(K_CHART):
+        c1.caption(
+            f"Positions past K={known} are extrapolated (the acceptance figure covers "
+            f"K ≤ {known}; deeper rates follow the method's fitted decay): read K > {known} "
+            "as a projection."
+        )
     ranked = b_grid["speedup"].fillna(-math.inf)
     best = b_grid.loc[ranked.groupby(b_grid["batch_size"]).idxmax()]
     curves = [best.assign(curve="best K per batch")]
@@ -252,6 +310,25 @@ if k_grid is not None:
     c2.caption(
         "Shaded: the model's typical error at each batch, the median |error| against "
         "published measurements in that batch range (the Validation page has the table)."
+    )
+    first = main_curve.sort_values("batch_size")["speedup"].to_numpy(dtype=float)
+    summary_md = decision_summary(
+        title=f"{scenario.target}, {scenario.method}, {scenario.num_gpus} x {scenario.gpu}",
+        method_label=widgets.METHOD_LABELS[scenario.method],
+        k=int(k),
+        batch=batch,
+        row=row,
+        crossover=cross,
+        pays_from_start=bool(len(first)) and first[0] > 1.0,
+        basis=widgets.acceptance_basis(scenario),
+    )
+    c2.download_button(
+        "Decision summary (Markdown)",
+        summary_md,
+        file_name="specplan-decision.md",
+        mime="text/markdown",
+        on_click="ignore",
+        key="roi_summary_download",
     )
 cost = pd.DataFrame(
     {

@@ -12,13 +12,14 @@ import streamlit as st
 
 from app import figures, library_saves, sim, widgets
 from app.formatting import delta, money, signed_money
-from simulator import launch
+from simulator import launch, tails
+from simulator.defaults import DEFAULTS
 from simulator.economics import get_demand_tok_s
 from simulator.errors import InputError
 from simulator.memory import get_max_concurrency
 from simulator.predict import WINDOW_REASONS, status_reasons
 from simulator.reports import launch_config_text
-from simulator.serving import Lengths, max_rate_at_slo
+from simulator.serving import Lengths
 from simulator.sizer import schedule_ranges
 
 SLO_KINDS = ("TPOT (ms)", "tokens/s per user")
@@ -34,17 +35,116 @@ FALLBACK_K = 3  # vLLM's documented example K, for the memory bars when nothing 
 def _p99_rate(
     scenario: tuple, speculative: bool, lengths: tuple, ttft: float, tpot: float, cal: str
 ):
-    """Highest request rate per replica within the P99 SLOs (`serving.max_rate_at_slo`)."""
+    """Highest request rate per replica within the steady-state P99 SLOs, with its bracket
+    and the P99s' range (`tails.max_rate_at_slo`)."""
     calibration = sim.current_calibration().calibration if cal else None
-    return max_rate_at_slo(
+    return tails.max_rate_at_slo(
         dict(scenario),
         Lengths(float(lengths[0]), "lognormal", 0.5),
         Lengths(float(lengths[1]), "lognormal", 0.5),
         speculative=speculative,
         slo_ttft_ms=ttft,
         slo_tpot_ms=tpot,
+        acceptance_spread=0.1 if speculative else 0.0,
         calibration=calibration,
     )
+
+
+def _p99_section(scenario, choice, slo) -> tuple[dict, float, int]:
+    """The P99 sizing inputs and, per arm, the rate a replica serves within the P99 SLOs
+    with its bracket and the P99s' seed-to-seed range: ({speculative: RateAtSlo or why the
+    arm cannot run}, TTFT SLO, K)."""
+    p_cols = st.columns(3)
+    slo_ttft = float(
+        p_cols[0].number_input(
+            "TTFT SLO, P99 (ms)", 1.0, 600_000.0, 2000.0, key="size_ttft", **widgets.BIND
+        )
+    )
+    k_p99 = int(choice["k"]) if choice and choice["k"] > 0 else FALLBACK_K
+    demand_rps = scenario.requests_per_day / 86400.0
+    arms = (False, True) if scenario.speculative else (False,)
+    found = {}
+    with st.spinner("Simulating requests until the P99s are steady..."):
+        for spec in arms:
+            try:
+                found[spec] = _p99_rate(
+                    tuple(sorted((c, str(v)) for c, v in scenario.row(k_p99, 1).items())),
+                    spec,
+                    (scenario.prompt_len, scenario.output_len),
+                    slo_ttft,
+                    float(slo["slo_tpot_ms"]),
+                    sim.current_calibration().key,
+                )
+            except InputError as exc:  # this arm cannot run: say why in its place
+                found[spec] = exc.bare_message
+    for i, spec in enumerate(arms):
+        label = f"with speculation (K={k_p99})" if spec else "without speculation"
+        got = found[spec]
+        if isinstance(got, str):
+            p_cols[1 + i].metric(f"Replicas {label}", "cannot run")
+            p_cols[1 + i].caption(widgets.plain(got))
+            continue
+        p_cols[1 + i].metric(
+            f"Replicas {label}",
+            _replicas_text(demand_rps, got),
+            help=f"{got.rate:.2f} requests/s per replica at P99 TTFT ≤ {slo_ttft:g} ms and "
+            f"P99 TPOT ≤ {slo['slo_tpot_ms']:g} ms; demand {demand_rps:.2f} requests/s.",
+        )
+        p_cols[1 + i].caption(_p99_confidence(got))
+    st.session_state["sizer_p99_rates"] = {
+        spec: got.rate for spec, got in found.items() if not isinstance(got, str)
+    }
+    return found, slo_ttft, k_p99
+
+
+def _replicas_text(demand_rps: float, got) -> str:
+    """Replicas for the demand at the sized rate, with the count at the bracket's other
+    end where it differs ("3" or "3-4")."""
+    if got.rate <= 0:
+        return "SLO unreachable"
+    n = int(np.ceil(demand_rps / got.rate))
+    worst = int(np.ceil(demand_rps / got.low)) if got.low > 0 else n
+    best = int(np.ceil(demand_rps / got.high)) if got.high > 0 else n
+    return f"{n}" if best == worst == n else f"{min(best, n)}-{max(worst, n)}"
+
+
+def _p99_confidence(got) -> str:
+    """How sure the sized rate is: its bracket and the P99s two seeds gave there."""
+    if got.tails is None:
+        return "Even a trickle of requests misses the SLO."
+    t = got.tails
+    note = (
+        "two seeds agree within 5%"
+        if t.converged
+        else "the SLO decision is clear, though the seeds differ by more than 5%"
+    )
+    return (
+        f"{got.rate:.1f} requests/s per replica (between {got.low:.1f} and {got.high:.1f}). "
+        f"There, P99 TPOT {t.tpot_range_ms[0]:.1f}-{t.tpot_range_ms[1]:.1f} ms and P99 "
+        f"TTFT {t.ttft_range_ms[0]:,.0f}-{t.ttft_range_ms[1]:,.0f} ms over two seeds of "
+        f"{t.requests:,} requests each, warm-up cut ({note})."
+    )
+
+
+def _on_p99_basis(choice: dict, base_choice: dict | None, p99: dict, scenario) -> tuple:
+    """The operating points with replicas, GPUs and cost from the P99-sized rates (each arm
+    whose simulation ran and reached the SLO); the rest as the mean sized them."""
+    demand_rps = scenario.requests_per_day / 86400.0
+
+    def resize(point: dict | None, got) -> dict | None:
+        if point is None or isinstance(got, str) or got is None or got.rate <= 0:
+            return point
+        replicas = max(1, int(np.ceil(demand_rps / got.rate)))
+        per_replica = point["monthly_cost_usd"] / max(point["replicas"], 1)
+        return {
+            **point,
+            "replicas": replicas,
+            "gpus": replicas * scenario.num_gpus,
+            "monthly_cost_usd": per_replica * replicas,
+        }
+
+    spec_got = p99.get(True) if scenario.speculative and choice["k"] > 0 else p99.get(False)
+    return resize(choice, spec_got), resize(base_choice, p99.get(False))
 
 
 st.title("Concurrency sizer")
@@ -276,13 +376,16 @@ elif k_max > 0 and (result.best["best_k"] == k_max).any():
         f"{', '.join(map(str, at))}: the speedup still rises there. Raise K up to "
         f"{min(2 * k_max, 16)} (the maximum K above) to find the optimum."
     )
+cap = DEFAULTS.max_num_seqs
 st.caption(
     (_break_even_text(result) if scenario.speculative else "")
     + "Largest batch meeting the SLO and fitting in memory, by K: "
     + ", ".join(
-        f"K={k}: {b if b is not None else 'none'}" for k, b in result.max_batch_under_slo.items()
+        f"K={k}: {min(b, cap) if b is not None else 'none'}"
+        for k, b in result.max_batch_under_slo.items()
     )
-    + "."
+    + f". The engine caps a replica at {cap} sequences (vLLM's default --max-num-seqs): "
+    f"the curves past batch {cap} show batches it would not run."
 )
 with st.expander("Best K per batch as a table"):
     st.dataframe(
@@ -298,6 +401,25 @@ with st.expander("Best K per batch as a table"):
         hide_index=True,
         key="sizer_best_table",
     )
+
+# ------------------------------------------------------------------ sizing basis
+SIZE_ON = ("mean TPOT (analytic model)", "P99 at the SLO (request-level simulation)")
+size_on = st.radio(
+    "Size replicas on",
+    SIZE_ON,
+    key="size_on",
+    horizontal=True,
+    help="The analytic model sizes on the mean step; users feel the P99. The simulation "
+    "finds the highest request rate a replica serves with steady-state P99 TTFT and TPOT "
+    "within the SLO. The deployment's replicas and cost below follow this choice.",
+    **widgets.BIND,
+)
+p99 = None  # {speculative: RateAtSlo or the reason the arm cannot run}, on the P99 basis
+if size_on == SIZE_ON[1]:
+    if "slo_tpot_ms" not in slo:
+        st.info("P99 sizing takes a TPOT SLO: choose 'TPOT (ms)' above.")
+    else:
+        p99, slo_ttft, k_p99 = _p99_section(scenario, choice, slo)
 
 # ---------------------------------------------------------------------------- deployment
 st.subheader(f"Deployment for {demand:,.0f} tok/s of demand")
@@ -317,11 +439,15 @@ else:
         .to_dict()
     )
     base_choice = result.baseline_choice
+    basis = "mean TPOT"
+    if p99:
+        choice, base_choice = _on_p99_basis(choice, base_choice, p99, scenario)
+        basis = "P99 at the SLO"
     m = left.columns(5)
     m[0].metric("K", f"{choice['k']}", help="Speculative tokens at the operating point.")
     m[1].metric("Batch", f"{choice['batch_size']}", help="Sequences per replica (--max-num-seqs).")
     m[2].metric(
-        "Replicas (GPUs)",
+        f"Replicas (GPUs), {basis}",
         f"{choice['replicas']} ({choice['gpus']})",
         delta(choice["replicas"] - base_choice["replicas"], "+d") if base_choice else None,
         delta_color="inverse",
@@ -344,68 +470,10 @@ else:
             if base_choice
             else "no batch meets the SLO."
         )
+        + f" {widgets.acceptance_basis(scenario)}"
     )
 with right:
     widgets.checklist_panel(row)
-
-# ------------------------------------------------------------------ P99 sizing
-SIZE_ON = ("mean TPOT (analytic model)", "P99 at the SLO (request-level simulation)")
-size_on = st.radio(
-    "Size replicas on",
-    SIZE_ON,
-    key="size_on",
-    horizontal=True,
-    help="The analytic model sizes on the mean step; users feel the P99. The simulation "
-    "finds the highest request rate a replica serves with P99 TTFT and TPOT within the SLO.",
-    **widgets.BIND,
-)
-if size_on == SIZE_ON[1]:
-    if "slo_tpot_ms" not in slo:
-        st.info("P99 sizing takes a TPOT SLO: choose 'TPOT (ms)' above.")
-    else:
-        p_cols = st.columns(3)
-        slo_ttft = float(
-            p_cols[0].number_input(
-                "TTFT SLO, P99 (ms)",
-                1.0,
-                600_000.0,
-                2000.0,
-                key="size_ttft",
-                persist_state="session",
-            )
-        )
-        k_p99 = int(choice["k"]) if choice and choice["k"] > 0 else FALLBACK_K
-        demand_rps = scenario.requests_per_day / 86400.0
-        arms = (False, True) if scenario.speculative else (False,)
-        rates, refused = {}, {}
-        with st.spinner("Simulating requests at the SLO..."):
-            for spec in arms:
-                try:
-                    rates[spec] = _p99_rate(
-                        tuple(sorted((c, str(v)) for c, v in scenario.row(k_p99, 1).items())),
-                        spec,
-                        (scenario.prompt_len, scenario.output_len),
-                        slo_ttft,
-                        float(slo["slo_tpot_ms"]),
-                        sim.current_calibration().key,
-                    )
-                except InputError as exc:  # this arm cannot run: say why in its place
-                    refused[spec] = exc.bare_message
-        for i, spec in enumerate(arms):
-            label = f"with speculation (K={k_p99})" if spec else "without speculation"
-            if spec in refused:
-                p_cols[1 + i].metric(f"Replicas {label}", "cannot run")
-                p_cols[1 + i].caption(widgets.plain(refused[spec]))
-                continue
-            rate = rates[spec]
-            replicas = int(np.ceil(demand_rps / rate)) if rate > 0 else None
-            p_cols[1 + i].metric(
-                f"Replicas {label}",
-                "SLO unreachable" if replicas is None else f"{replicas}",
-                help=f"{rate:.2f} requests/s per replica at P99 TTFT ≤ {slo_ttft:g} ms and "
-                f"P99 TPOT ≤ {slo['slo_tpot_ms']:g} ms; demand {demand_rps:.2f} requests/s.",
-            )
-        st.session_state["sizer_p99_rates"] = rates
 
 # ---------------------------------------------------------------------------- launch
 if choice is not None:

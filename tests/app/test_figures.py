@@ -255,3 +255,24 @@ def test_launch_config_text_has_every_section():
     assert "vllm serve x" in text and "sglang" in text
     assert "[[1, 16, 3], [17, 64, 1]]" in text
     assert '{"16": 3, "64": 1}' in text
+
+
+def test_best_k_chart_has_whole_k_ticks_and_no_zero_labels():
+    """Issue 27, Layout: fractional ticks on an integer K axis and "0" on empty bars."""
+    import pandas as pd
+
+    from app import figures
+
+    best = pd.DataFrame(
+        {
+            "batch_size": [1, 2, 4],
+            "best_k": [3, 1, 0],
+            "speedup": [1.5, 1.1, 1.0],
+            "meets_slo": [True, True, True],
+            "fits": [True, True, True],
+            "spec_tok_s": [10.0, 20.0, 30.0],
+        }
+    )
+    fig = figures.best_k_by_batch(best)
+    assert fig.layout.yaxis.dtick == 1
+    assert list(fig.data[0].text) == ["3", "1", ""]

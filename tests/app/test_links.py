@@ -30,7 +30,9 @@ CPU_SCENARIO = {
 
 
 def _prior(method: str, target: str = "llama-3.3-70b", workload: str = "chat"):
-    return pick_prior(load_acceptance_priors(), workload, method, default_models()[target])
+    models = default_models()
+    draft = models[widgets.DEFAULT_DRAFT]  # a draft model's prior is picked by the pair
+    return pick_prior(load_acceptance_priors(), workload, method, models[target], draft=draft)
 
 
 def _link(at) -> dict[str, str]:

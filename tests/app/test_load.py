@@ -26,24 +26,62 @@ def test_page_draws_latency_and_goodput_from_the_simulation(app, charts):
     assert at.get("download_button")
 
 
-def test_tail_crossover_is_the_first_load_where_speculation_is_worse():
-    table = pd.DataFrame(
+def _table(loads, base, spec, kind="rate"):
+    n = len(loads)
+    return pd.DataFrame(
         {
-            "arm": ["baseline", "spec"] * 3,
-            "rate": [1, 1, 2, 2, 4, 4],
-            "concurrency": [None] * 6,
-            "tpot_p99_ms": [10, 6, 12, 11, 20, 25],
+            "arm": ["baseline", "spec"] * n,
+            "rate": [x for x in loads for _ in "ab"] if kind == "rate" else [None] * 2 * n,
+            "concurrency": [x for x in loads for _ in "ab"] if kind != "rate" else [None] * 2 * n,
+            "tpot_p99_ms": [v for pair in zip(base, spec, strict=True) for v in pair],
         }
     )
-    assert figures_load.tail_crossover(table) == 4.0
-    table.loc[5, "tpot_p99_ms"] = 19
-    assert figures_load.tail_crossover(table) is None
-    # A load the baseline did not reach (or a spec-only table) is no crossover, not a
-    # KeyError; a NaN percentile compares as no crossover either.
-    assert figures_load.tail_crossover(table[table["arm"] == "spec"]) is None
-    table.loc[1, "tpot_p99_ms"] = np.nan
-    table.loc[3, "tpot_p99_ms"] = 13
-    assert figures_load.tail_crossover(table) == 2.0
+
+
+def test_the_tail_crossing_is_interpolated_between_the_sampled_loads():
+    """Issue 27, wrong answer 3: the first sampled load where speculation was worse was
+    reported as a crossing; here speculation is better at 1 and 2, worse at 4: the P99s
+    cross where the difference is 0, a sixth of the way from 2 to 4."""
+    table = _table([1, 2, 4], [10, 12, 20], [6, 11, 25])
+    verdict = figures_load.tail_verdict(table, "requests/s")
+    assert verdict.kind == "beyond" and verdict.at == pytest.approx(2 + 2 / 6)
+    assert verdict.text.startswith("Beyond 2.3 requests/s, speculation makes the P99 TPOT")
+
+
+def test_worse_only_at_the_lowest_load_is_not_beyond_it():
+    """70B EAGLE-3, concurrency 1-512: worse at 1 only, better at the 7 higher loads; the
+    page said "beyond 1 request in flight"."""
+    loads = [1, 74, 147, 220, 293, 366, 439, 512]
+    base = [16.1, 30, 40, 50, 60, 70, 80, 90]
+    spec = [16.5, 20, 25, 30, 35, 40, 45, 50]
+    verdict = figures_load.tail_verdict(_table(loads, base, spec, "c"), "requests in flight")
+    assert verdict.kind == "below"
+    assert "Beyond" not in verdict.text and "below 4 requests in flight" in verdict.text
+
+
+@pytest.mark.parametrize(
+    ("spec", "kind", "says"),
+    [
+        ([11, 13, 21], "all", "at every load sampled"),
+        ([6, 11, 19], "none", "at no load"),
+    ],
+)
+def test_every_load_or_none_is_said_so(spec, kind, says):
+    verdict = figures_load.tail_verdict(_table([0.5, 2, 4], [10, 12, 20], spec), "requests/s")
+    assert verdict.kind == kind and says in verdict.text
+
+
+def test_the_crossing_is_a_plain_rounded_number():
+    table = _table([10.0, 18.643, 27.286], [10, 12, 20], [6, 11.999999, 25])
+    text = figures_load.tail_verdict(table, "requests/s").text
+    assert "18.643" not in text and "Beyond 19 requests/s" in text
+
+
+def test_missing_arms_or_nan_give_no_verdict_not_an_error():
+    table = _table([1, 2, 4], [10, 12, 20], [6, np.nan, 25])
+    assert figures_load.tail_verdict(table[table["arm"] == "spec"], "requests/s") is None
+    verdict = figures_load.tail_verdict(table, "requests/s")
+    assert verdict.kind == "beyond" and 1 < verdict.at < 4
 
 
 @pytest.mark.parametrize("metric", ["tpot", "ttft"])
@@ -70,12 +108,13 @@ def test_a_new_k_simulates_the_speculative_arm_alone(app, serving_runs):
     st.cache_resource.clear()
     ran = serving_runs
     at = app("load", state={"load_points": 3, "load_requests": 100})
-    assert sorted(ran) == [0, 0, 0, 3, 3, 3]
+    # Three loads per arm, and the highest once more with another seed (the P99 check).
+    assert sorted(ran) == [0, 0, 0, 0, 3, 3, 3, 3]
     before = at.dataframe[0].value
     ran.clear()
     at.number_input(key="load_k").set_value(5).run()
     assert not at.exception
-    assert ran == [5, 5, 5]  # the baseline's runs are the ones already made
+    assert ran == [5, 5, 5, 5]  # the baseline's runs are the ones already made
     after = at.dataframe[0].value
     baseline = before["arm"] == "baseline"
     pd.testing.assert_frame_equal(
@@ -132,3 +171,9 @@ def test_a_speculative_arm_that_cannot_run_leaves_the_baseline_and_claims_nothin
     )
     assert not at.success
     assert not [w for w in at.warning if "makes the P99 TPOT worse" in w.value]
+
+
+def test_the_page_says_how_much_another_seed_moves_the_p99(app):
+    at = app("load", query={"load_points": 2, "load_requests": 100})
+    text = " ".join(c.value for c in at.main.caption)
+    assert "A rerun with another seed moves the P99 TPOT at the highest load by" in text

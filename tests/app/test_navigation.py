@@ -110,11 +110,24 @@ def _values(at) -> dict:
     return {key: w.value for key, w in _inputs(at).items()}
 
 
+def _as_the_browser_writes_the_link(at) -> None:
+    """AppTest has no frontend: put each bound input's value into the link, as Chromium's
+    address bar holds it (tests/app/test_link_pages_browser.py checks the real one)."""
+    for w in _inputs(at).values():
+        key = getattr(w.proto, "query_param_key", "")
+        if key and w.value is not None:
+            value = w.value
+            at.query_params[key] = (
+                [str(v) for v in value] if isinstance(value, tuple) else str(value)
+            )
+
+
 @pytest.mark.parametrize("view", [v for v in VIEWS if v != "roi"])
 def test_inputs_survive_a_visit_to_another_page(app, view):
     """Streamlit resets a widget whose page is left unless it persists its state: a typed
     SLO, a pasted scrape or a chosen filter must be as the user left it on return."""
-    at = app(view, state={"load_points": 2, "load_requests": 100} if view == "load" else None)
+    # The load page's inputs are bound to the link: a short run comes from the link.
+    at = app(view, query={"load_points": 2, "load_requests": 100} if view == "load" else None)
     before = _values(at)
     for w in _inputs(at).values():
         _change(w)
@@ -122,6 +135,7 @@ def test_inputs_survive_a_visit_to_another_page(app, view):
     left = _values(at)
     changed = {key for key in left if key in before and left[key] != before[key]}
     assert changed, f"{view}: no input changed"
+    _as_the_browser_writes_the_link(at)
     visit_and_return(at, view)
     back = _values(at)
     lost = {key: (left[key], back.get(key)) for key in changed if back.get(key) != left[key]}

@@ -230,3 +230,24 @@ def test_a_row_that_cannot_run_gets_its_reason_not_a_launch_command(app):
     assert "vllm serve" in row1 and "python -m sglang" in row1
     assert "vllm serve" not in row2 and "sglang" not in row2
     assert "# No command: cannot run: the target's weights and reserves exceed" in row2
+
+
+def test_launch_commands_agree_with_the_sizers_max_model_len(app):
+    """Issue 27: Reports launched --max-model-len 1280 (prompt + output) where the Sizer
+    launched 8192 for the same scenario."""
+    at = app("sizer")
+    sizer = " ".join(c.value for c in at.code)
+    at.switch_page("views/reports.py").run()
+    assert "--max-model-len 8192" in sizer
+    assert "--max-model-len 8192" in at.session_state["report_launch_config"]
+    assert "--max-model-len 1280" not in at.session_state["report_launch_config"]
+
+
+def test_the_results_grid_puts_the_decision_columns_first(app):
+    """Issue 27, Layout: cost after, replicas, $/month, saving and status sat off to the
+    right of the results grid."""
+    at = app("reports")
+    results = next(d.value for d in at.dataframe if "speedup [x]" in d.value.columns)
+    first = list(results.columns[:11])
+    for column in ("status", "speedup [x]", "saving $/month", "replicas", "$/month"):
+        assert column in first, first

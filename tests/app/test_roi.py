@@ -277,3 +277,35 @@ def test_deepseek_v3_runs_in_the_dtype_its_weights_are_released_in(app):
     assert any(m.label == "Speedup" and m.value.endswith("x") for m in at.metric)
     llama = app(query={"target": "llama-3.1-8b"})
     assert llama.selectbox(key="weight_dtype").value == "released"
+
+
+def test_payback_never_also_says_the_per_token_saving_and_its_payback(app):
+    """Issue 27: "Payback: never" whenever the whole replica count does not fall, even
+    where $/1M tokens falls 21%."""
+    at = app("roi", query={"requests_per_day": "100000", "batch_size": "8"})
+    row = at.session_state["roi_row"]
+    assert row["replicas_spec"] == row["replicas_baseline"]
+    assert row["cost_per_mtok_spec"] < row["cost_per_mtok_baseline"]
+    text = " ".join(c.value for c in at.main.caption)
+    assert "At fractional capacity" in text and "payback" in text
+
+
+def test_a_setup_that_cannot_run_shows_no_k_or_alpha_verdict(app):
+    """Issue 27: a 70B model on one 24 GB GPU still showed "K = 1" and "alpha 0.79 vs
+    break-even 0.02" in its checklist."""
+    at = app("roi", query={"gpu": "l4", "num_gpus": "1"})
+    text = " ".join(c.value for c in at.main.caption).replace("\\", "")
+    assert "break-even" not in text
+    assert "not checked: the setup cannot run" in text
+
+
+def test_the_headline_speedup_carries_the_validated_error_as_a_range(app):
+    """Issue 27, What users expect: the headline figures appeared exact."""
+    from app import sim
+
+    at = app("roi", query={"batch_size": "32"})
+    row = at.session_state["roi_row"]
+    band = sim.published_error_band([32], [row["speedup"]]).iloc[0]
+    text = " ".join(c.value for c in at.main.caption)
+    assert f"{band['low']:.2f}-{band['high']:.2f}x" in text
+    assert "replicas" in text.split(f"{band['low']:.2f}-{band['high']:.2f}x")[1]

@@ -74,7 +74,7 @@ def test_page_scores_the_published_set_as_the_cli_does():
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["published cases scored"] == str(expected.cases)
     assert metrics["median |error| vs published"] == f"{expected.median_abs_error:.1%}"
-    assert metrics["reversals caught"].endswith(f"of {len(expected.reversals)}")
+    assert metrics["reversals predicted as slowdowns"].endswith(f"of {len(expected.reversals)}")
     by_source = next(
         d.value for d in at.dataframe if "magicdec" in d.value.index.astype(str).tolist()
     )
@@ -150,3 +150,20 @@ def test_an_upload_with_other_modes_shows_all_its_points(app):
     assert {m.label: m.value for m in at.metric}["points"] == "2"
     modes = next(m for m in at.multiselect if m.label == "Decoding")
     assert modes.value == ["spec"]
+
+
+def test_reversals_count_the_sign_right_not_below_1_1():
+    """Issue 27: "reversals caught 17 of 17" counted 1.099 against a published 0.93 as
+    caught; a reversal is caught when the prediction is a slowdown too."""
+    from simulator.published import load_published, score, summarise
+
+    at = AppTest.from_file(str(ROOT / "app/streamlit_app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("views/validation.py").run()
+    rev = summarise(score(load_published(ROOT / "data/validation/published.csv"))).reversals
+    right = int((rev["predicted_speedup"] < 1.0).sum())
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["reversals predicted as slowdowns"] == f"{right} of {len(rev)}"
+    assert right < len(rev)  # some published slowdowns are predicted as speed-ups: say so
+    text = " ".join(c.value for c in at.main.caption)
+    assert f"{len(rev) - right} predicted as speed-ups" in text
