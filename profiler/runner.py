@@ -281,10 +281,9 @@ def run_point(
         ids = torch.randint(0, cfg.vocab_size, (batch, q), device=device, generator=gen)
 
         def step() -> torch.Tensor:
-            # Reset lengths before every call (in place, so a graph replays it too): each
-            # timed step sees exactly `context` valid slots.
-            cache.lengths.fill_(context)
-            return model(ids, cache, num_layers=depth)
+            # Every timed step sees exactly `context` valid slots and attends to those and
+            # its own q tokens, as an engine's step does.
+            return model(ids, cache, num_layers=depth, context_len=context)
 
         fn: Callable[[], object] = step
         if graphs:
