@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from profiler.extrapolate import extrapolate, extrapolate_stats
+from profiler.hardware import annotate
 from profiler.model import ArchConfig, DecoderLM, KVCache, mla_note, weight_bytes
 from profiler.options import DEFAULT_DEPTHS, RunOptions, requested_depths
 from profiler.timing import LatencyStats, measure
@@ -574,6 +575,8 @@ def build_profile(
             "cpu_threads": device.cpu_threads,
             "nvml": device.nvml,
             "reason_no_gpu": device.reason_no_gpu,
+            "copy_gbps": device.copy_gbps,
+            "matmul_tflops": device.matmul_tflops,
         },
         "settings": {
             "dtype": opts.dtype,
@@ -583,7 +586,13 @@ def build_profile(
             "cuda_graphs": cuda_graphs_used,
         },
         "models": [r.entry for r in runs],
-        "measurements": [row for r in runs for row in r.rows],
+        "measurements": [
+            row
+            for r in runs
+            for row in annotate(
+                [dict(x) for x in r.rows], r.spec, DTYPE_BYTES[opts.dtype], device.copy_gbps
+            )
+        ],
     }
     if draft_in_loop:
         data["draft_in_loop"] = list(draft_in_loop)
