@@ -20,8 +20,6 @@ from collections.abc import Callable
 
 import torch
 
-from simulator.specs import ModelSpec
-
 CUDA_COPY_BYTES = 1 << 30
 """1 GiB per buffer on a GPU: far beyond any L2, a copy of it takes ~0.5 ms on an H200."""
 HOST_COPY_BYTES = 1 << 27
@@ -79,30 +77,3 @@ def matmul_tflops(device: torch.device, size: int = MATMUL_SIZE, repeats: int = 
     b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
     ms = _timed_ms(lambda: a @ b, device, repeats)
     return 2 * size**3 / (ms * 1e-3) / 1e12
-
-
-def step_bytes(spec: ModelSpec, batch: int, q: int, context: int, dtype_bytes: float) -> int:
-    """Bytes one forward of B sequences x q tokens at context L moves: every weight the
-    step reads (the embedding table only where it doubles as the LM head; MoE: the experts
-    the step's tokens route to, as the simulator counts them) plus the KV cache read (L
-    slots) and written (q slots)."""
-    from simulator.latency import ModelArrays, get_model_traffic
-
-    nbytes, _ = get_model_traffic(
-        ModelArrays.from_specs([spec]), batch, q, context, dtype_bytes, dtype_bytes, 1.0
-    )
-    # The simulator counts every parameter; a step reads B*q rows of an untied embedding.
-    unread = 0 if spec.tie_word_embeddings else spec.vocab_size * spec.hidden_size * dtype_bytes
-    return int(float(sum(getattr(nbytes, "flat", [nbytes]))) - unread)
-
-
-def annotate(rows: list[dict], spec: ModelSpec, dtype_bytes: float, copy_rate: float | None):
-    """Add `bytes_moved` and `copy_fraction` to a model's measurement rows, in place."""
-    for row in rows:
-        row["bytes_moved"] = step_bytes(
-            spec, row["batch"], row["query_len"], row["context_len"], dtype_bytes
-        )
-        ms = row.get("median_ms")
-        ok = row.get("status") == "ok" and ms == ms and ms and copy_rate
-        row["copy_fraction"] = row["bytes_moved"] / (ms * 1e-3) / (copy_rate * 1e9) if ok else None
-    return rows

@@ -30,7 +30,7 @@ import pandas as pd
 from simulator.calibration import match_gpu_id
 from simulator.catalog import DATA_DIR, default_gpus, default_models
 from simulator.defaults import DEFAULTS
-from simulator.latency import Hardware, ModelArrays, get_model_step_ms
+from simulator.latency import Hardware, ModelArrays, get_model_step_ms, get_model_traffic
 from simulator.profile import Profile
 from simulator.specs import DTYPE_BYTES, GPUSpec, ModelSpec
 
@@ -200,3 +200,28 @@ def copy_fraction_lines(profile: Profile) -> list[str]:
             span = f"{lo:.2f}" if np.isclose(lo, hi, atol=5e-3) else f"{lo:.2f}-{hi:.2f}"
             lines.append(f"{pm.id}: decode at batch 1 moves its bytes at {span} of the copy rate")
     return lines
+
+
+def step_bytes(spec: ModelSpec, batch: int, q: int, context: int, dtype_bytes: float) -> int:
+    """Bytes one forward of B sequences x q tokens at context L moves: every weight the
+    step reads (the embedding table only where it doubles as the LM head; MoE: the experts
+    the step's tokens route to, as the simulator counts them) plus the KV cache read (L
+    slots) and written (q slots)."""
+    nbytes, _ = get_model_traffic(
+        ModelArrays.from_specs([spec]), batch, q, context, dtype_bytes, dtype_bytes, 1.0
+    )
+    # The simulator counts every parameter; a step reads B*q rows of an untied embedding.
+    unread = 0 if spec.tie_word_embeddings else spec.vocab_size * spec.hidden_size * dtype_bytes
+    return int(float(sum(getattr(nbytes, "flat", [nbytes]))) - unread)
+
+
+def annotate(rows: list[dict], spec: ModelSpec, dtype_bytes: float, copy_rate: float | None):
+    """Add `bytes_moved` and `copy_fraction` to a model's measurement rows, in place."""
+    for row in rows:
+        row["bytes_moved"] = step_bytes(
+            spec, row["batch"], row["query_len"], row["context_len"], dtype_bytes
+        )
+        ms = row.get("median_ms")
+        ok = row.get("status") == "ok" and ms == ms and ms and copy_rate
+        row["copy_fraction"] = row["bytes_moved"] / (ms * 1e-3) / (copy_rate * 1e9) if ok else None
+    return rows
