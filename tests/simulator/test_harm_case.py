@@ -71,3 +71,25 @@ def test_engine_grade_profile_draws_no_warning_and_the_old_one_does(fused, tmp_p
     warnings = flattery_warnings(load_profile(old))
     assert [w.split(":")[0] for w in warnings] == ["llama-3.1-8b", "llama-3.2-1b"]
     assert all("flatter speculation" in w for w in warnings)
+
+
+def test_predict_with_a_slow_profile_warns_on_stderr(tmp_path, capsys):
+    from bench.reference_profile import main as reference_profile
+    from simulator.__main__ import main
+
+    old = tmp_path / "old.json"
+    assert reference_profile(["--series", "profiler_c9957ef", "--out", str(old)]) == 0
+    src = tmp_path / "s.csv"
+    pd.DataFrame([HARM]).to_csv(src, index=False)
+    capsys.readouterr()
+    for profile, warned in ((old, True), (FUSED, False)):
+        out = tmp_path / "p.csv"
+        assert (
+            main(["predict", "--in", str(src), "--out", str(out), "--profile", str(profile)]) == 0
+        )
+        captured = capsys.readouterr()
+        lines = [x for x in captured.err.splitlines() if "flatter speculation" in x]
+        assert len(lines) == (2 if warned else 0)
+        assert "flatter" not in captured.out
+        if warned:
+            assert lines[0].startswith(f"warning: profile {old}: llama-3.1-8b: ")
