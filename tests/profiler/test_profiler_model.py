@@ -354,6 +354,7 @@ def test_attention_reads_only_the_valid_context_whatever_the_cache_holds(models,
     assert len(seen) == 2 * SMALL.num_layers
     for key, value, mask in seen:
         assert key[-2] == value[-2] == 700 + q
+        assert key[1] == value[1] == SMALL.num_kv_heads  # the cache itself, never expanded
         assert (mask is None) == (q == 1)
         if mask is not None:
             assert mask.shape[-1] == 700 + q
