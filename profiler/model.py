@@ -20,9 +20,11 @@ as the profiler's grid points do), the forward writes the new tokens at slots
 `context_len ..` and attends to the first `context_len + q` slots only: a decode step needs
 no mask, and a verification of q tokens is a bottom-right causal block over that valid
 context, the shape engines' multi-token decode kernels take. Its cost does not depend on
-how many slots the cache allocated. Without it (sequences of different lengths after a
-rollback, `profiler.groundtruth`), attention reads all `max_len` slots under a per-sequence
-mask.
+how many slots the cache allocated. Without it, the per-sequence `lengths` decide: on a
+CPU, where reading them costs nothing, equal lengths take the same path and unequal ones
+(sequences after a rollback, `profiler.groundtruth`) attend up to the longest sequence
+under a per-sequence mask; on a GPU (no host synchronisation, CUDA graphs) the masked
+attention reads all `max_len` slots.
 
 MLA models (DeepSeek-V3) run as standard grouped-query attention with the catalog's
 `num_kv_heads` and `head_dim`; their latent cache is not modelled here (see `mla_note`).
@@ -423,14 +425,17 @@ class Attention(nn.Module):
 
     def _attend_masked(self, xq, xk, xv, cache: KVCache, positions, mask):
         """Sequences of different lengths: scatter the new tokens at each one's own slots
-        and attend to all `max_len` slots under the per-sequence mask."""
+        and attend to the mask's slots (all `max_len` on a GPU, up to the longest sequence
+        on a CPU) under the per-sequence mask."""
         b, q = xq.shape[:2]
-        index = positions[:, None, :, None].expand(b, self.kv_heads, q, self.dim)
         k_all, v_all = cache.k[self.layer], cache.v[self.layer]
-        k_all.scatter_(2, index, xk.transpose(1, 2).to(k_all.dtype))
-        v_all.scatter_(2, index, xv.transpose(1, 2).to(v_all.dtype))
+        # Indexed writes of B x q slots; `scatter_` here copied the whole layer on a CPU.
+        rows = torch.arange(b, device=positions.device)[:, None]
+        k_all[rows, :, positions] = xk.to(k_all.dtype)
+        v_all[rows, :, positions] = xv.to(v_all.dtype)
+        slots = mask.shape[-1]
         out = F.scaled_dot_product_attention(
-            fold_heads(xq, self.kv_heads), k_all, v_all, attn_mask=mask
+            fold_heads(xq, self.kv_heads), k_all[:, :, :slots], v_all[:, :, :slots], attn_mask=mask
         )
         return unfold_heads(out, q)
 
@@ -577,6 +582,14 @@ class DecoderLM(nn.Module):
         positions = mask = None
         if cache is not None and cache.batch_size != b:
             raise ValueError(f"cache holds {cache.batch_size} sequences, input has {b}")
+        slots = cache.max_len if cache is not None else 0
+        if cache is not None and context_len is None and cache.device.type == "cpu":
+            # On the host the lengths cost nothing to read: equal ones take the engine path,
+            # unequal ones attend up to the longest sequence rather than every slot.
+            lo, hi = (int(v) for v in cache.lengths.aminmax())
+            if hi + q > cache.max_len:
+                raise ValueError(f"cache overflow: {hi} + {q} > max_len {cache.max_len}")
+            context_len, slots = (lo, slots) if lo == hi else (None, hi + q)
         if cache is None or context_len is not None:
             start = context_len or 0
             if cache is not None and not 0 <= start <= cache.max_len - q:
@@ -586,12 +599,8 @@ class DecoderLM(nn.Module):
             if cache is not None and q > 1:
                 mask = self._verify_bias(q, start, x.dtype, x.device)
         else:
-            if cache.device.type == "cpu" and int(cache.lengths.max()) + q > cache.max_len:
-                raise ValueError(
-                    f"cache overflow: {int(cache.lengths.max())} + {q} > max_len {cache.max_len}"
-                )
             positions = cache.lengths[:, None] + torch.arange(q, device=input_ids.device)
-            mask = self._sequence_mask(positions, cache.max_len, x.dtype)
+            mask = self._sequence_mask(positions, slots, x.dtype)
             cos, sin = self.rope(cache.max_len, x.dtype)
             cos, sin = cos[positions][:, :, None], sin[positions][:, :, None]
         for layer in self.layers[:num_layers]:
