@@ -34,4 +34,12 @@ bench: $(BIN)/.stamp
 	$(BIN)/python bench/serving.py
 	$(BIN)/python bench/library_speed.py
 
-.PHONY: run test fuzz bench
+# The GPU check (issue 25, bench/gpu_check.py): profiles llama-3.1-8b with its 1B draft on
+# the GPU, runs the CUDA tests and prints the profile against data/step_reference/. It
+# needs a Python with a CUDA build of torch and never builds .venv: `make gpu-check
+# PY=python3` runs with that Python; without PY, .venv's Python if there is one.
+GPU_PY := $(if $(filter command line environment,$(origin PY)),$(PY),$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PY)))
+gpu-check:
+	$(GPU_PY) bench/gpu_check.py
+
+.PHONY: run test fuzz bench gpu-check

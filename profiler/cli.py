@@ -628,6 +628,18 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     return _measure_and_write(args, argv, specs)
 
 
+def _with_rates(info: DeviceInfo, device) -> DeviceInfo:
+    """`info` with the copy and matmul rates measured now (`profiler.hardware`)."""
+    from profiler.hardware import measure_rates
+
+    copy, matmul = measure_rates(device)
+    rates = f"copy {copy:,.0f} GB/s (read + write)"
+    if matmul is not None:
+        rates += f", bf16 matmul {matmul:,.0f} TFLOP/s"
+    print(f"profiler: {info.name}: {rates}", file=sys.stderr)
+    return replace(info, copy_gbps=round(copy, 3), matmul_tflops=matmul and round(matmul, 3))
+
+
 def _name(args: argparse.Namespace) -> str:
     return args.target + (f"+{args.draft}" if args.draft else "")
 
@@ -642,6 +654,7 @@ def _measure_and_write(args: argparse.Namespace, argv: list[str], specs: list) -
     bar = out = info = opts = None
     try:
         grid, opts, info = _setup(args)
+        info = _with_rates(info, opts.device)
         busy_start = devinfo.busy_note(load_start, lim.cpu_count(), when="at the start")
         if busy_start:
             print(f"profiler: {busy_start}", file=sys.stderr)

@@ -45,9 +45,8 @@ FIRST_QUERY_LEN = 2
 
 def _steps(model: DecoderLM, cache: KVCache, ids: torch.Tensor, length: int, depth: int):
     def step() -> torch.Tensor:
-        # In place, so a CUDA graph replays the reset too.
-        cache.lengths.fill_(length)
-        return model(ids, cache, num_layers=depth)
+        # Attends to the `length` valid slots and its own tokens, whatever the cache holds.
+        return model(ids, cache, num_layers=depth, context_len=length)
 
     return step
 

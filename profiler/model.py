@@ -1,7 +1,10 @@
-"""A Llama-style decoder in plain torch, built from a `data/models.csv` entry.
+"""A Llama-style decoder in plain torch, built from a `data/models.csv` entry, laid out as
+serving engines run it.
 
-RMSNorm, rotary position embeddings (rotate-half convention), grouped-query attention through
-`scaled_dot_product_attention`, a SwiGLU MLP and optional top-k mixture-of-experts routing.
+One fused QKV projection and one fused gate-up projection per layer (one weight read each),
+`F.rms_norm`, rotary position embeddings (rotate-half convention) from cos/sin tables built
+once and indexed, grouped-query attention through `scaled_dot_product_attention` without
+copying the cache, a SwiGLU MLP and optional top-k mixture-of-experts routing.
 Weights are random (latency does not depend on their values) and are created directly on the
 target device in the target dtype: the module is built on the meta device, materialised with
 `to_empty` and initialised in place, so a large model never has a full-size copy on the CPU.
@@ -11,6 +14,17 @@ The static `KVCache` holds keys and values for every layer as
 A forward pass with a cache writes the new tokens at `lengths[b] + j`, attends to everything
 before them, and advances `lengths` in place, so the same tensors serve CUDA graph replays.
 Rolling back rejected speculative tokens is `cache.lengths[:] = new_lengths`.
+
+Two attention paths. With `context_len` given (every sequence holds that many valid slots,
+as the profiler's grid points do), the forward writes the new tokens at slots
+`context_len ..` and attends to the first `context_len + q` slots only: a decode step needs
+no mask, and a verification of q tokens is a bottom-right causal block over that valid
+context, the shape engines' multi-token decode kernels take. Its cost does not depend on
+how many slots the cache allocated. Without it, the per-sequence `lengths` decide: on a
+CPU, where reading them costs nothing, equal lengths take the same path and unequal ones
+(sequences after a rollback, `profiler.groundtruth`) attend up to the longest sequence
+under a per-sequence mask; on a GPU (no host synchronisation, CUDA graphs) the masked
+attention reads all `max_len` slots.
 
 MLA models (DeepSeek-V3) run as standard grouped-query attention with the catalog's
 `num_kv_heads` and `head_dim`; their latent cache is not modelled here (see `mla_note`).
@@ -214,34 +228,55 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(size, device=device, dtype=dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Normalise in fp32 as Llama does: bf16 sums of squares lose too many digits.
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * h.to(x.dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    a, b = x.chunk(2, dim=-1)
-    return torch.cat((-b, a), dim=-1)
+        # One fused kernel where torch has one; it accumulates in fp32 for bf16/fp16 input.
+        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x: `[B, heads, q, head_dim]`; cos, sin: `[B, 1, q, head_dim]`."""
-    return x * cos + _rotate_half(x) * sin
+    """Rotate-half RoPE. x: `[..., head_dim]`; cos: `[..., head_dim]` (cos of each frequency,
+    twice); sin: `[..., head_dim]` (-sin then +sin), broadcast against x.
+
+    `x * cos + rotate_half(x) * sin` with the sign folded into the table, and the halves
+    swapped by a view and one copy instead of a negation and a concatenation.
+    """
+    half = x.shape[-1] // 2
+    swapped = x.unflatten(-1, (2, half)).flip(-2).flatten(-2)
+    return x * cos + swapped * sin
+
+
+def rope_tables(inv_freq: torch.Tensor, length: int, dtype: torch.dtype):
+    """cos and signed sin tables `[length, head_dim]` for positions 0..length-1, computed in
+    fp32 and stored in `dtype`."""
+    pos = torch.arange(length, device=inv_freq.device, dtype=torch.float32)
+    freqs = pos[:, None] * inv_freq[None, :]
+    cos = torch.cat((freqs.cos(), freqs.cos()), dim=-1)
+    sin = torch.cat((-freqs.sin(), freqs.sin()), dim=-1)
+    return cos.to(dtype), sin.to(dtype)
+
+
+def _fuse_legacy(state_dict: dict, prefix: str, parts: tuple[str, ...], fused: str) -> None:
+    """Concatenate the split projection weights of a file saved before fusion, in place."""
+    keys = [f"{prefix}{name}.weight" for name in parts]
+    if all(k in state_dict for k in keys):
+        state_dict[f"{prefix}{fused}.weight"] = torch.cat([state_dict.pop(k) for k in keys])
 
 
 class MLP(nn.Module):
-    """SwiGLU: down(silu(gate(x)) * up(x))."""
+    """SwiGLU: down(silu(gate(x)) * up(x)), gate and up as one matmul (`gate_up`)."""
 
     def __init__(self, hidden: int, inter: int, *, device=None, dtype=None) -> None:
         super().__init__()
         kw = {"bias": False, "device": device, "dtype": dtype}
-        self.gate = nn.Linear(hidden, inter, **kw)
-        self.up = nn.Linear(hidden, inter, **kw)
+        self.gate_up = nn.Linear(hidden, 2 * inter, **kw)
         self.down = nn.Linear(inter, hidden, **kw)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(F.silu(self.gate(x)) * self.up(x))
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * up)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        _fuse_legacy(state_dict, prefix, ("gate", "up"), "gate_up")
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
 class MoE(nn.Module):
@@ -292,16 +327,53 @@ class MoE(nn.Module):
         return out.reshape(shape)
 
 
+def fold_heads(xq: torch.Tensor, kv_heads: int) -> torch.Tensor:
+    """Queries `[B, q, heads, dim]` as `[B, kv_heads, group * q, dim]`: the query heads that
+    share a KV head become rows of that head (row g * q + j is head kv * group + g, token
+    j), so attention reads each KV head once and the cache is never expanded."""
+    b, q, heads, dim = xq.shape
+    group = heads // kv_heads
+    return xq.view(b, q, kv_heads, group, dim).permute(0, 2, 3, 1, 4).reshape(b, kv_heads, -1, dim)
+
+
+def unfold_heads(out: torch.Tensor, q: int) -> torch.Tensor:
+    """The inverse of `fold_heads` for an attention output of any layout: `[B, q, heads *
+    dim]`. SDPA backends may return a non-contiguous tensor, so no `view` of it is assumed."""
+    b, kv_heads, rows, dim = out.shape
+    out = out.unflatten(2, (rows // q, q)).permute(0, 3, 1, 2, 4)
+    return out.reshape(b, q, kv_heads * (rows // q) * dim)
+
+
+def _is_causal_bias(mask) -> bool:
+    """A `CausalBias` (a tensor subclass) rather than a plain mask tensor or None."""
+    if mask is None or type(mask) is torch.Tensor:
+        return False
+    from torch.nn.attention.bias import CausalBias
+
+    return isinstance(mask, CausalBias)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ArchConfig, layer: int, *, device=None, dtype=None) -> None:
         super().__init__()
         self.layer = layer
         self.heads, self.kv_heads, self.dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         kw = {"bias": False, "device": device, "dtype": dtype}
-        self.q_proj = nn.Linear(cfg.hidden_size, self.heads * self.dim, **kw)
-        self.k_proj = nn.Linear(cfg.hidden_size, self.kv_heads * self.dim, **kw)
-        self.v_proj = nn.Linear(cfg.hidden_size, self.kv_heads * self.dim, **kw)
+        qkv_out = (self.heads + 2 * self.kv_heads) * self.dim
+        self.qkv_proj = nn.Linear(cfg.hidden_size, qkv_out, **kw)
         self.o_proj = nn.Linear(self.heads * self.dim, cfg.hidden_size, **kw)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        _fuse_legacy(state_dict, prefix, ("q_proj", "k_proj", "v_proj"), "qkv_proj")
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """Rotated queries `[B, q, heads, dim]`, rotated keys and values `[B, q, kv, dim]`:
+        one matmul, and one rotary pass over queries and keys together."""
+        b, q, _ = x.shape
+        qkv = self.qkv_proj(x).view(b, q, self.heads + 2 * self.kv_heads, self.dim)
+        qk = apply_rope(qkv[:, :, : self.heads + self.kv_heads], cos, sin)
+        return qk[:, :, : self.heads], qk[:, :, self.heads :], qkv[:, :, -self.kv_heads :]
 
     def forward(
         self,
@@ -310,27 +382,62 @@ class Attention(nn.Module):
         sin: torch.Tensor,
         cache: KVCache | None,
         positions: torch.Tensor | None,
-        mask: torch.Tensor | None,
+        mask,
+        context_len: int | None = None,
     ) -> torch.Tensor:
         b, q, _ = x.shape
-        xq = self.q_proj(x).view(b, q, self.heads, self.dim).transpose(1, 2)
-        xk = self.k_proj(x).view(b, q, self.kv_heads, self.dim).transpose(1, 2)
-        xv = self.v_proj(x).view(b, q, self.kv_heads, self.dim).transpose(1, 2)
-        xq, xk = apply_rope(xq, cos, sin), apply_rope(xk, cos, sin)
+        xq, xk, xv = self._project(x, cos, sin)
         if cache is None:
-            out = F.scaled_dot_product_attention(xq, xk, xv, is_causal=True, enable_gqa=True)
+            out = F.scaled_dot_product_attention(
+                xq.transpose(1, 2),
+                xk.transpose(1, 2),
+                xv.transpose(1, 2),
+                is_causal=True,
+                enable_gqa=True,
+            )
+            out = out.transpose(1, 2).reshape(b, q, self.heads * self.dim)
+        elif context_len is not None:
+            out = self._attend_valid(xq, xk, xv, cache, context_len, mask)
         else:
-            index = positions[:, None, :, None].expand(b, self.kv_heads, q, self.dim)
-            k_all, v_all = cache.k[self.layer], cache.v[self.layer]
-            k_all.scatter_(2, index, xk.to(k_all.dtype))
-            v_all.scatter_(2, index, xv.to(v_all.dtype))
-            # Grouped-query attention without copying the cache once per query head: the
-            # heads that share a KV head become extra query rows of that KV head.
-            group = self.heads // self.kv_heads
-            gq = xq.reshape(b, self.kv_heads, group * q, self.dim)
-            out = F.scaled_dot_product_attention(gq, k_all, v_all, attn_mask=mask)
-            out = out.view(b, self.heads, q, self.dim)
-        return self.o_proj(out.transpose(1, 2).reshape(b, q, self.heads * self.dim))
+            out = self._attend_masked(xq, xk, xv, cache, positions, mask)
+        return self.o_proj(out)
+
+    def _attend_valid(self, xq, xk, xv, cache: KVCache, context_len: int, mask):
+        """Attention over the first `context_len + q` slots only (every sequence holds
+        `context_len` valid ones). `mask`: None for a decode step, the additive
+        bottom-right block of `verify_mask` for the folded heads, or a `CausalBias` (then
+        SDPA's own grouped-query path runs on unfolded heads)."""
+        q = xq.shape[1]
+        end = context_len + q
+        k_all, v_all = cache.k[self.layer], cache.v[self.layer]
+        k_all[:, :, context_len:end] = xk.transpose(1, 2)
+        v_all[:, :, context_len:end] = xv.transpose(1, 2)
+        k, v = k_all[:, :, :end], v_all[:, :, :end]
+        if not _is_causal_bias(mask):
+            out = F.scaled_dot_product_attention(
+                fold_heads(xq, self.kv_heads), k, v, attn_mask=mask
+            )
+            return unfold_heads(out, q)
+        out = F.scaled_dot_product_attention(
+            xq.transpose(1, 2), k, v, attn_mask=mask, enable_gqa=True
+        )
+        return out.transpose(1, 2).reshape(xq.shape[0], q, self.heads * self.dim)
+
+    def _attend_masked(self, xq, xk, xv, cache: KVCache, positions, mask):
+        """Sequences of different lengths: scatter the new tokens at each one's own slots
+        and attend to the mask's slots (all `max_len` on a GPU, up to the longest sequence
+        on a CPU) under the per-sequence mask."""
+        b, q = xq.shape[:2]
+        k_all, v_all = cache.k[self.layer], cache.v[self.layer]
+        # Indexed writes of B x q slots; `scatter_` here copied the whole layer on a CPU.
+        rows = torch.arange(b, device=positions.device)[:, None]
+        k_all[rows, :, positions] = xk.to(k_all.dtype)
+        v_all[rows, :, positions] = xv.to(v_all.dtype)
+        slots = mask.shape[-1]
+        out = F.scaled_dot_product_attention(
+            fold_heads(xq, self.kv_heads), k_all[:, :, :slots], v_all[:, :, :slots], attn_mask=mask
+        )
+        return unfold_heads(out, q)
 
 
 class Block(nn.Module):
@@ -346,8 +453,8 @@ class Block(nn.Module):
             else MLP(cfg.hidden_size, cfg.intermediate_size, **kw)
         )
 
-    def forward(self, x, cos, sin, cache, positions, mask) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), cos, sin, cache, positions, mask)
+    def forward(self, x, cos, sin, cache, positions, mask, context_len=None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), cos, sin, cache, positions, mask, context_len)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -396,6 +503,12 @@ class DecoderLM(nn.Module):
             ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float32, device=target) / cfg.head_dim)
         )
         self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self._rope_tables: dict = {}
+        self._masks: dict = {}
+        self.verify_attention = "fold"
+        """How a verification (q > 1 over `context_len`) attends: 'fold' (query heads folded
+        per KV head, additive bottom-right block) or 'lower_right' (SDPA's
+        `causal_lower_right` bias with `enable_gqa`; flash attention where it applies)."""
 
     @torch.no_grad()
     def reset_parameters(self, seed: int = 0) -> None:
@@ -415,10 +528,38 @@ class DecoderLM(nn.Module):
     def device(self) -> torch.device:
         return self.embed.weight.device
 
-    def _rope(self, positions: torch.Tensor, dtype: torch.dtype):
-        freqs = positions[..., None].float() * self.inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)[:, None]  # [B, 1, q, head_dim]
-        return emb.cos().to(dtype), emb.sin().to(dtype)
+    def rope(self, length: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and signed sin tables `[n, head_dim]` with n >= length, built once per device
+        and dtype and grown by doubling: a step only indexes them. Build them before a CUDA
+        graph capture (a warm-up call does) so the capture allocates none."""
+        key = (self.inv_freq.device, dtype)
+        tables = self._rope_tables.get(key)
+        if tables is None or tables[0].shape[0] < length:
+            size = max(length, 256, 2 * tables[0].shape[0] if tables else 0)
+            tables = rope_tables(self.inv_freq, size, dtype)
+            self._rope_tables[key] = tables
+        return tables
+
+    def verify_mask(self, q: int, context_len: int, dtype: torch.dtype, device: torch.device):
+        """The additive bottom-right causal block for q tokens after `context_len` valid
+        slots, rows in `fold_heads` order: `[group * q, context_len + q]`, 0 where token j
+        may attend (slot <= context_len + j), the dtype's minimum elsewhere. Kept per shape;
+        its rows are padded to 16 elements so SDPA's memory-efficient kernel takes it
+        without copying."""
+        key = (q, context_len, dtype, device)
+        mask = self._masks.get(key)
+        if mask is None:
+            end = context_len + q
+            width = -(-end // 16) * 16
+            group = self.cfg.num_heads // self.cfg.num_kv_heads
+            token = torch.arange(q, device=device).repeat(group)[:, None]
+            blocked = torch.arange(width, device=device)[None, :] > context_len + token
+            full = torch.zeros(blocked.shape, dtype=dtype, device=device)
+            mask = full.masked_fill_(blocked, torch.finfo(dtype).min)[:, :end]
+            if len(self._masks) >= 64:
+                self._masks.clear()
+            self._masks[key] = mask
+        return mask
 
     def forward(
         self,
@@ -426,42 +567,71 @@ class DecoderLM(nn.Module):
         cache: KVCache | None = None,
         *,
         num_layers: int | None = None,
+        context_len: int | None = None,
     ) -> torch.Tensor:
         """Logits `[B, q, vocab]` for `input_ids` `[B, q]`.
 
         `num_layers` runs only the first layers (the profiler's depth sweep shares one set of
-        weights between depths); the cache then needs only that many layers.
+        weights between depths); the cache then needs only that many layers. `context_len`
+        says every sequence of the cache holds that many valid slots (its `lengths` are not
+        read): attention then reads `context_len + q` slots, as an engine's does, and the
+        lengths are set to `context_len + q` after the step.
         """
         b, q = input_ids.shape
         x = self.embed(input_ids)
-        offsets = torch.arange(q, device=input_ids.device)
-        if cache is None:
-            positions = offsets.expand(b, q)
-            mask = None
+        positions = mask = None
+        if cache is not None and cache.batch_size != b:
+            raise ValueError(f"cache holds {cache.batch_size} sequences, input has {b}")
+        slots = cache.max_len if cache is not None else 0
+        if cache is not None and context_len is None and cache.device.type == "cpu":
+            # On the host the lengths cost nothing to read: equal ones take the engine path,
+            # unequal ones attend up to the longest sequence rather than every slot.
+            lo, hi = (int(v) for v in cache.lengths.aminmax())
+            if hi + q > cache.max_len:
+                raise ValueError(f"cache overflow: {hi} + {q} > max_len {cache.max_len}")
+            context_len, slots = (lo, slots) if lo == hi else (None, hi + q)
+        if cache is None or context_len is not None:
+            start = context_len or 0
+            if cache is not None and not 0 <= start <= cache.max_len - q:
+                raise ValueError(f"cache overflow: {start} + {q} > max_len {cache.max_len}")
+            cos, sin = self.rope(start + q, x.dtype)
+            cos, sin = cos[start : start + q, None], sin[start : start + q, None]
+            if cache is not None and q > 1:
+                mask = self._verify_bias(q, start, x.dtype, x.device)
         else:
-            if cache.batch_size != b:
-                raise ValueError(f"cache holds {cache.batch_size} sequences, input has {b}")
-            if cache.device.type == "cpu" and int(cache.lengths.max()) + q > cache.max_len:
-                raise ValueError(
-                    f"cache overflow: {int(cache.lengths.max())} + {q} > max_len {cache.max_len}"
-                )
-            positions = cache.lengths[:, None] + offsets  # [B, q]
-            slots = torch.arange(cache.max_len, device=input_ids.device)
-            visible = slots[None, None, :] <= positions[:, :, None]  # [B, q, max_len]
-            group = self.cfg.num_heads // self.cfg.num_kv_heads
-            # An additive mask in the model's dtype, built once per step: a boolean one would
-            # be converted to this form again inside every layer's attention call.
-            bias = torch.zeros(visible.shape, dtype=x.dtype, device=x.device)
-            bias.masked_fill_(~visible, torch.finfo(x.dtype).min)
-            mask = bias[:, None, None].expand(b, 1, group, q, cache.max_len)
-            mask = mask.reshape(b, 1, group * q, cache.max_len)
-        cos, sin = self._rope(positions, x.dtype)
+            positions = cache.lengths[:, None] + torch.arange(q, device=input_ids.device)
+            mask = self._sequence_mask(positions, slots, x.dtype)
+            cos, sin = self.rope(cache.max_len, x.dtype)
+            cos, sin = cos[positions][:, :, None], sin[positions][:, :, None]
         for layer in self.layers[:num_layers]:
-            x = layer(x, cos, sin, cache, positions, mask)
+            x = layer(x, cos, sin, cache, positions, mask, context_len)
         logits = self.lm_head(self.norm(x))
-        if cache is not None:
+        if cache is not None and context_len is not None:
+            cache.lengths.fill_(context_len + q)
+        elif cache is not None:
             cache.lengths.add_(q)
         return logits
+
+    def _verify_bias(self, q: int, context_len: int, dtype: torch.dtype, device: torch.device):
+        if self.verify_attention == "lower_right":
+            # Imported here: torch.nn.attention.bias pulls in torch._dynamo (about 1 s).
+            from torch.nn.attention.bias import causal_lower_right
+
+            return causal_lower_right(q, context_len + q)
+        return self.verify_mask(q, context_len, dtype, device)
+
+    def _sequence_mask(self, positions: torch.Tensor, max_len: int, dtype: torch.dtype):
+        """Per-sequence additive mask `[B, 1, group * q, max_len]` in `fold_heads` row order:
+        token j of sequence b sees slots <= positions[b, j]. Built once per step in the
+        model's dtype (a boolean one would be converted inside every layer's attention)."""
+        b, q = positions.shape
+        slots = torch.arange(max_len, device=positions.device)
+        visible = slots[None, None, :] <= positions[:, :, None]  # [B, q, max_len]
+        group = self.cfg.num_heads // self.cfg.num_kv_heads
+        bias = torch.zeros(visible.shape, dtype=dtype, device=positions.device)
+        bias.masked_fill_(~visible, torch.finfo(dtype).min)
+        mask = bias[:, None, None].expand(b, 1, group, q, max_len)
+        return mask.reshape(b, 1, group * q, max_len)
 
 
 def weight_bytes(model: nn.Module) -> int:

@@ -38,6 +38,7 @@ from profiler.options import DEFAULT_DEPTHS, RunOptions, requested_depths
 from profiler.timing import LatencyStats, measure
 from simulator.profile import SCHEMA, DeviceInfo, Profile, profile_from_dict
 from simulator.specs import DTYPE_BYTES, ModelSpec
+from simulator.step_gap import annotate
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # Share of free memory the full weights may take before the profiler switches to depths;
@@ -281,10 +282,9 @@ def run_point(
         ids = torch.randint(0, cfg.vocab_size, (batch, q), device=device, generator=gen)
 
         def step() -> torch.Tensor:
-            # Reset lengths before every call (in place, so a graph replays it too): each
-            # timed step sees exactly `context` valid slots.
-            cache.lengths.fill_(context)
-            return model(ids, cache, num_layers=depth)
+            # Every timed step sees exactly `context` valid slots and attends to those and
+            # its own q tokens, as an engine's step does.
+            return model(ids, cache, num_layers=depth, context_len=context)
 
         fn: Callable[[], object] = step
         if graphs:
@@ -575,6 +575,8 @@ def build_profile(
             "cpu_threads": device.cpu_threads,
             "nvml": device.nvml,
             "reason_no_gpu": device.reason_no_gpu,
+            "copy_gbps": device.copy_gbps,
+            "matmul_tflops": device.matmul_tflops,
         },
         "settings": {
             "dtype": opts.dtype,
@@ -584,7 +586,13 @@ def build_profile(
             "cuda_graphs": cuda_graphs_used,
         },
         "models": [r.entry for r in runs],
-        "measurements": [row for r in runs for row in r.rows],
+        "measurements": [
+            row
+            for r in runs
+            for row in annotate(
+                [dict(x) for x in r.rows], r.spec, DTYPE_BYTES[opts.dtype], device.copy_gbps
+            )
+        ],
     }
     if draft_in_loop:
         data["draft_in_loop"] = list(draft_in_loop)

@@ -181,7 +181,17 @@ def _calibration(args):
         path: args.profile_gpu or match_gpu_id(p.device.name, p.device.kind)
         for path, p in profiles.items()
     }
+    _warn_slow_profiles(profiles, devices)
     return Calibration.from_profiles(list(profiles.values()), gpu_id=args.profile_gpu), devices
+
+
+def _warn_slow_profiles(profiles: dict, devices: dict[str, str]) -> None:
+    """Say so when a profile's decode step is far slower than engines reach on its GPU."""
+    from simulator.step_gap import flattery_warnings
+
+    for path, profile in profiles.items():
+        for line in flattery_warnings(profile, devices[path]):
+            _log(f"warning: profile {path}: {line}")
 
 
 def _warn_unused_profiles(used: bool, asked: set[str], devices: dict[str, str], args) -> None:

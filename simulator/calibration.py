@@ -494,11 +494,12 @@ class Calibration:
 
     @staticmethod
     def describe(*parts) -> np.ndarray:
-        """Join per-row sources of the target, verify and draft steps into one label."""
-        names = ("target", "verify", "draft")
+        """Join per-row sources of the target, verify, draft-model and head steps into one
+        label ('head:uncalibrated': an EAGLE/Medusa/MTP head, which no profile times)."""
+        names = ("target", "verify", "draft", "head")
         out = []
         for row in zip(*parts, strict=True):
-            labels = [f"{name}:{src}" for name, src in zip(names, row, strict=True) if src]
+            labels = [f"{name}:{src}" for name, src in zip(names, row, strict=False) if src]
             out.append(" ".join(labels))
         return np.array(out, dtype=object)
 

@@ -494,7 +494,9 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
     over_t = defaults.forward_overhead_ms
     over_d = defaults.draft_forward_overhead_ms
     over_head = defaults.head_forward_overhead_ms
-    hw_d = hw
+    # What a profile does not measure keeps the datasheet hardware: a head's steps, the
+    # host and sampler costs (calibration touches only the models the profile timed).
+    hw_raw = hw_d = hw
     host_shift = 0.0  # the engine's fitted host cost per step, less the default
     if calibration is not None:
         target_ids = np.array(sc.categories["target"], dtype=object)[t_code].astype(str)
@@ -513,7 +515,6 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
         hw = calibration.effective_hardware(gpu_ids, hw, defaults, target_ids)
         over_t = calibration.overhead_ms(gpu_ids, t.num_layers, over_t, target_ids)
         over_d = calibration.overhead_ms(gpu_ids, d.num_layers, over_d, draft_ids)
-        over_head = calibration.overhead_ms(gpu_ids, 1.0, over_head, target_ids)
         step = defaults.engine_step_ms
         host_shift = calibration.engine_step_ms(gpu_ids, step) - step
     in_steady = _mask(codes["serving"] == SERVING_MODES.index("steady"))
@@ -531,7 +532,9 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
             tp,
             defaults,
             efficiency=hw.prefill_efficiency,
-        ) + drafts.get_draft_prefill_ms(method, t, d, hw_d, tokens, prompt, defaults)
+        ) + drafts.get_draft_prefill_ms(
+            method, t, d, hw_d if is_draft else hw_raw, tokens, prompt, defaults
+        )
 
     def price(b_base, b_spec):
         """Every per-step time at the batches that run (ms), and the latency sources."""
@@ -567,7 +570,9 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
                     gpu_ids, target_ids, draft_ids, wdtype, tp_ids, b_spec, k, d_context
                 )
                 src_d = np.where(np.isnan(d_round), src_d, "in-loop")
-            described = calibration.describe(src_t, src_v, src_d)
+            head = spec_on and not is_draft
+            src_h = np.where(fitted & head, "uncalibrated", "").astype(object)
+            described = calibration.describe(src_t, src_v, src_d, src_h)
             if np.any(host_shift != 0):  # an engine's fitted host cost (profiler import)
                 host = np.broadcast_to(host_shift != 0, (n,))
                 pairs = zip(described, host, strict=True)
@@ -580,7 +585,7 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
                 method,
                 t,
                 d,
-                hw,
+                hw_raw,
                 b_spec,
                 d_context,
                 wbytes,
@@ -617,7 +622,7 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
             pf_spec_ms = spec_prefill_ms(pf_spec)
             host_spec = host_shift + steady.get_engine_step_ms(b_spec, defaults)
             host_spec = host_spec + steady.get_engine_round_ms(
-                True, sampled, draft_forwards, b_spec, k, t.vocab_size, hw.bw_gbps, tp, defaults
+                True, sampled, draft_forwards, b_spec, k, t.vocab_size, hw_raw.bw_gbps, tp, defaults
             )
             spec_step = d_step + v_step + defaults.verify_overhead_ms + pf_spec_ms + host_spec
         else:

@@ -119,6 +119,13 @@ MEASUREMENT_COLUMNS = (
     "extrapolated",
 )
 _LATENCIES = ("median_ms", "p10_ms", "p90_ms")
+OPTIONAL_MEASUREMENT_COLUMNS = ("bytes_moved", "copy_fraction")
+"""Written by profilers that measured the device's copy rate (`device.copy_gbps`): the bytes
+a step moves (weights read + KV cache read and written) and the fraction of the copy rate
+that step reached, (bytes_moved / median_ms) / copy rate. Null where unknown."""
+MAX_COPY_FRACTION = 100.0
+"""A step cannot move its bytes 100x faster than a plain copy: a larger figure is a unit
+mistake (a byte count in the wrong unit, a rate in bytes where GB/s goes)."""
 LOOP_COLUMNS = (
     "draft",
     "target",
@@ -180,6 +187,11 @@ class DeviceInfo:
     cpu_threads: int | None
     nvml: dict[str, Any] | None = None
     reason_no_gpu: str | None = None
+    copy_gbps: float | None = None
+    """Device-to-device copy rate measured at the start of the run, GB/s counting the bytes
+    read and written (as a bandwidth test does); a host memory copy on a CPU."""
+    matmul_tflops: float | None = None
+    """A large bf16 matmul's rate measured at the start of the run (GPU only), TFLOP/s."""
 
 
 @dataclass(frozen=True)
@@ -362,7 +374,8 @@ def _kind(value: Any) -> str:
 
 def _device(c: _Checker, d: Any) -> DeviceInfo:
     names = {f.name for f in fields(DeviceInfo)}
-    d = c.obj(d, "device", names - {"nvml", "reason_no_gpu"}, {"nvml", "reason_no_gpu"})
+    optional = {"nvml", "reason_no_gpu", "copy_gbps", "matmul_tflops"}
+    d = c.obj(d, "device", names - optional, optional)
     nvml = d.get("nvml")
     if nvml is not None and not isinstance(nvml, dict):
         raise c.fail("device.nvml", f"expected an object or null, got {_kind(nvml)}")
@@ -378,7 +391,17 @@ def _device(c: _Checker, d: Any) -> DeviceInfo:
         ),
         nvml=nvml,
         reason_no_gpu=c.string(d.get("reason_no_gpu"), "device.reason_no_gpu", allow_none=True),
+        copy_gbps=_rate(c, d.get("copy_gbps"), "device.copy_gbps"),
+        matmul_tflops=_rate(c, d.get("matmul_tflops"), "device.matmul_tflops"),
     )
+
+
+def _rate(c: _Checker, value: Any, path: str) -> float | None:
+    """A measured rate: null, or a positive number below 1e7 (GB/s or TFLOP/s)."""
+    if value is None:
+        return None
+    rate = c.number(value, path, minimum=MIN_STEP_MS, maximum=1e7)
+    return float(rate)
 
 
 def _settings(c: _Checker, s: Any) -> ProfileSettings:
@@ -437,7 +460,7 @@ def _measurement(c: _Checker, r: Any, i: int, models: set[str], row: int | None)
     missing = [k for k in MEASUREMENT_COLUMNS if k not in r]
     if missing:
         raise c.fail(f"{p}.{missing[0]}", "is missing", row)
-    unknown = sorted(set(r) - set(MEASUREMENT_COLUMNS))
+    unknown = sorted(set(r) - set(MEASUREMENT_COLUMNS) - set(OPTIONAL_MEASUREMENT_COLUMNS))
     if unknown:
         raise c.fail(f"{p}.{unknown[0]}", "is not a measurement column", row)
     model = c.ident(r["model"], f"{p}.model", models, row)
@@ -475,6 +498,16 @@ def _measurement(c: _Checker, r: Any, i: int, models: set[str], row: int | None)
         else:
             low = MIN_STEP_MS if name == "median_ms" else 0.0
             out[name] = c.number(value, f"{p}.{name}", minimum=low, maximum=MAX_STEP_MS, row=row)
+    if r.get("bytes_moved") is not None:
+        out["bytes_moved"] = c.integer(
+            r["bytes_moved"], f"{p}.bytes_moved", maximum=MAX_BYTES, row=row
+        )
+    if r.get("copy_fraction") is not None and not (
+        isinstance(r["copy_fraction"], float) and math.isnan(r["copy_fraction"])
+    ):
+        out["copy_fraction"] = c.number(
+            r["copy_fraction"], f"{p}.copy_fraction", maximum=MAX_COPY_FRACTION, row=row
+        )
     if status == "ok":
         lo, mid, hi = out["p10_ms"], out["median_ms"], out["p90_ms"]
         tol = _ORDER_TOL * max(hi, 1.0)
@@ -667,7 +700,8 @@ def _serving_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
-    df = pd.DataFrame(rows, columns=list(MEASUREMENT_COLUMNS))
+    extra = [k for k in OPTIONAL_MEASUREMENT_COLUMNS if any(k in r for r in rows)]
+    df = pd.DataFrame(rows, columns=[*MEASUREMENT_COLUMNS, *extra])
     types = {
         "model": str,
         "batch": "int64",
@@ -680,6 +714,7 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
         "peak_bytes": "int64",
         "status": str,
         "extrapolated": bool,
+        **dict.fromkeys(extra, "float64"),
     }
     return df.astype(types)
 
@@ -825,7 +860,7 @@ def _from_csv(text: str, name: str) -> Profile:
     for i, col in enumerate(columns):
         if col in columns[:i]:
             raise InputError("column appears twice", file=name, row=n + 1, field=col[:80])
-        if col not in MEASUREMENT_COLUMNS:
+        if col not in MEASUREMENT_COLUMNS and col not in OPTIONAL_MEASUREMENT_COLUMNS:
             raise InputError(
                 f"is not a measurement column (expected {', '.join(MEASUREMENT_COLUMNS)})",
                 file=name,
@@ -907,13 +942,22 @@ def _plain(v: Any) -> Any:
     return round(v, 6) if isinstance(v, float) else v
 
 
+def _columns(p: Profile) -> list[str]:
+    extra = [k for k in OPTIONAL_MEASUREMENT_COLUMNS if k in p.measurements.columns]
+    return [*MEASUREMENT_COLUMNS, *extra]
+
+
 def _rows(p: Profile) -> list[dict[str, Any]]:
     out = []
-    for rec in p.measurements[list(MEASUREMENT_COLUMNS)].to_dict("records"):
+    columns = _columns(p)
+    for rec in p.measurements[columns].to_dict("records"):
         row = {}
-        for k in MEASUREMENT_COLUMNS:
+        for k in columns:
             v = rec[k]
-            if k in _LATENCIES:
+            if k in OPTIONAL_MEASUREMENT_COLUMNS:
+                v = None if v is None or math.isnan(v) else v
+                v = v if v is None else int(v) if k == "bytes_moved" else round(float(v), 6)
+            elif k in _LATENCIES:
                 v = None if v is None or math.isnan(v) else round(float(v), 6)
             elif k == "extrapolated":
                 v = bool(v)
@@ -949,7 +993,7 @@ def profile_to_csv(p: Profile) -> str:
     buf = io.StringIO()
     for key, value in _header(p).items():
         buf.write(f"# {key}: {json.dumps(value, allow_nan=False)}\n")
-    writer = csv.DictWriter(buf, fieldnames=list(MEASUREMENT_COLUMNS), lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=_columns(p), lineterminator="\n")
     writer.writeheader()
     for r in _rows(p):
         writer.writerow(

@@ -11,6 +11,7 @@ from app import engine_imports, figures, library_ui, sim, widgets
 from simulator.calibration import summary
 from simulator.errors import InputError
 from simulator.profile import MAX_PROFILE_BYTES
+from simulator.step_gap import copy_fraction_lines, flattery_warnings
 
 MAX_UPLOAD_MB = MAX_PROFILE_BYTES // (1024 * 1024)
 
@@ -96,6 +97,13 @@ for label, (name, data) in options.items():
 if rows:
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="profiles_table")
 
+# ------------------------------------------------------- how close to the hardware each got
+for label, (p, _) in parsed.items():
+    for line in copy_fraction_lines(p):
+        st.caption(f":material/speed: {widgets.plain(label)}: {widgets.plain(line)}")
+    for line in flattery_warnings(p):
+        st.warning(f"{widgets.plain(label)}: {widgets.plain(line)}", icon=":material/warning:")
+
 
 def _forget_uploads() -> None:
     sim.uploaded_profiles().clear()
@@ -120,6 +128,12 @@ state = sim.current_calibration()
 if state.calibration is not None:
     for line in summary(state.calibration):
         st.caption(f":material/tune: Fit: {widgets.plain(line)}")
+    st.caption(
+        ":material/tune: Calibrated: the forwards the profile timed (target decode and verify "
+        "steps, a draft model's steps). Not calibrated: an EAGLE, Medusa or MTP head and the "
+        "engine's host and sampler costs keep their uncalibrated prices. Each prediction's "
+        "latency source says which (`head:uncalibrated`)."
+    )
 
 # ---------------------------------------------------------------------------- plot
 if parsed:

@@ -201,14 +201,23 @@ def test_bad_configs_are_rejected():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-def test_cuda_graph_replay_matches_eager():
+@pytest.mark.parametrize(
+    ("dtype", "tol"),
+    [(torch.float32, 1e-4), (torch.bfloat16, 2e-2), (torch.float16, 2e-2)],
+    ids=["fp32", "bf16", "fp16"],
+)
+@pytest.mark.parametrize("q", [1, 4])
+@pytest.mark.parametrize("valid_context", [True, False], ids=["valid", "ragged"])
+def test_cuda_graph_replay_matches_eager(dtype, tol, q, valid_context):
     device = torch.device("cuda")
-    model = DecoderLM(SMALL, device=device, dtype=torch.float32).eval()
-    cache = KVCache(SMALL, 2, 17, device=device, dtype=torch.float32)
-    ids = torch.randint(0, 256, (2, 1), device=device)
+    model = DecoderLM(SMALL, device=device, dtype=dtype).eval()
+    cache = KVCache(SMALL, 2, 16 + q, device=device, dtype=dtype)
+    ids = torch.randint(0, 256, (2, q), device=device)
     with torch.inference_mode():
 
         def step():
+            if valid_context:
+                return model(ids, cache, context_len=16)
             cache.lengths.fill_(16)
             return model(ids, cache)
 
@@ -223,5 +232,186 @@ def test_cuda_graph_replay_matches_eager():
             out = step()
         graph.replay()
         torch.cuda.synchronize()
-    torch.testing.assert_close(out, eager, atol=1e-4, rtol=1e-4)
-    assert cache.lengths.tolist() == [17, 17]
+    torch.testing.assert_close(out, eager, atol=tol, rtol=tol)
+    assert cache.lengths.tolist() == [16 + q, 16 + q]
+
+
+# ------------------------------------------------------------ the engine-grade attention path
+def reference_logits(model: DecoderLM, ids: torch.Tensor, k_cache, v_cache, lengths):
+    """Logits of `ids` `[B, q]` after `lengths[b]` cached slots, computed the textbook way
+    from the model's weights: separate q/k/v and gate/up matmuls, RMSNorm in fp32, rotary
+    from the angles, every KV head repeated for its query heads, softmax over an explicit
+    mask. `k_cache`/`v_cache`: `[layers, B, kv, slots, dim]`, read, not written. fp64."""
+    cfg = model.cfg
+    kv, hd, heads = cfg.num_kv_heads, cfg.head_dim, cfg.num_heads
+    b, q = ids.shape
+    dd = torch.float64
+
+    def norm(x, w):
+        return w.to(dd) * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.norm_eps)
+
+    def rope(x, pos):  # x [B, n, q, hd], pos [B, q]
+        inv = 1.0 / cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=dd) / hd)
+        ang = pos[..., None].to(dd) * inv
+        c, s = torch.cat((ang.cos(), ang.cos()), -1)[:, None], torch.cat((ang.sin(),) * 2, -1)
+        a, bb = x.chunk(2, dim=-1)
+        return x * c + torch.cat((-bb, a), dim=-1) * s[:, None]
+
+    pos = lengths[:, None] + torch.arange(q)
+    x = model.embed.weight.to(dd)[ids]
+    for i, layer in enumerate(model.layers):
+        w = layer.attn.qkv_proj.weight.to(dd)
+        wq, wk, wv = w.split([heads * hd, kv * hd, kv * hd])
+        hx = norm(x, layer.attn_norm.weight)
+        xq = rope((hx @ wq.T).view(b, q, heads, hd).transpose(1, 2), pos)
+        xk = rope((hx @ wk.T).view(b, q, kv, hd).transpose(1, 2), pos)
+        xv = (hx @ wv.T).view(b, q, kv, hd).transpose(1, 2)
+        outs = []
+        for s in range(b):
+            n = int(lengths[s])
+            keys = torch.cat((k_cache[i, s, :, :n].to(dd), xk[s]), dim=1)  # [kv, n+q, hd]
+            vals = torch.cat((v_cache[i, s, :, :n].to(dd), xv[s]), dim=1)
+            keys = keys.repeat_interleave(heads // kv, dim=0)
+            vals = vals.repeat_interleave(heads // kv, dim=0)
+            score = xq[s] @ keys.transpose(1, 2) / hd**0.5  # [heads, q, n+q]
+            allowed = torch.arange(n + q)[None, :] <= n + torch.arange(q)[:, None]
+            score = score.masked_fill(~allowed, float("-inf"))
+            outs.append(score.softmax(-1) @ vals)
+        att = torch.stack(outs).transpose(1, 2).reshape(b, q, heads * hd)
+        x = x + att @ layer.attn.o_proj.weight.to(dd).T
+        hx = norm(x, layer.mlp_norm.weight)
+        gate, up = (hx @ layer.mlp.gate_up.weight.to(dd).T).chunk(2, dim=-1)
+        x = x + (torch.nn.functional.silu(gate) * up) @ layer.mlp.down.weight.to(dd).T
+    return norm(x, model.norm.weight) @ model.lm_head.weight.to(dd).T
+
+
+@pytest.mark.parametrize(
+    ("dtype", "tol"), [(torch.float32, 1e-4), (torch.bfloat16, 6e-2)], ids=["fp32", "bf16"]
+)
+@pytest.mark.parametrize("q", [1, 4])
+def test_fused_decoder_matches_the_textbook_reference(dtype, tol, q):
+    """The fused projections, F.rms_norm, table rotary and folded-head attention over the
+    valid context give the logits of the unfused, explicitly masked computation."""
+    torch.manual_seed(1)
+    model = DecoderLM(SMALL, dtype=dtype, seed=3).eval()
+    cache = KVCache(SMALL, 3, 40, dtype=dtype)
+    ids = torch.randint(0, 256, (3, q))
+    want = reference_logits(model, ids, cache.k.clone(), cache.v.clone(), torch.full((3,), 21))
+    with torch.inference_mode():
+        got = model(ids, cache, context_len=21)
+    torch.testing.assert_close(got.double(), want, atol=tol, rtol=tol)
+    assert cache.lengths.tolist() == [21 + q] * 3
+
+
+def test_ragged_lengths_match_the_textbook_reference(models):
+    model = models[SMALL]
+    cache = KVCache(SMALL, 3, 24, dtype=torch.float32)
+    lengths = torch.tensor([3, 11, 17])
+    cache.lengths.copy_(lengths)
+    ids = torch.randint(0, 256, (3, 3))
+    want = reference_logits(model, ids, cache.k.clone(), cache.v.clone(), lengths)
+    with torch.inference_mode():
+        got = model(ids, cache)
+    torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
+
+
+def test_both_verify_attention_kernels_agree(models):
+    """'lower_right' (SDPA's causal_lower_right with enable_gqa) and the folded heads with
+    the additive block give the same verification logits."""
+    model = models[SMALL]
+    cache = KVCache(SMALL, 2, 30, dtype=torch.float32)
+    ids = torch.randint(0, 256, (2, 5))
+    with torch.inference_mode():
+        folded = model(ids, cache, context_len=19)
+        model.verify_attention = "lower_right"
+        try:
+            lower_right = model(ids, cache, context_len=19)
+        finally:
+            model.verify_attention = "fold"
+    torch.testing.assert_close(lower_right, folded, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("q", [1, 4])
+def test_attention_reads_only_the_valid_context_whatever_the_cache_holds(models, monkeypatch, q):
+    """Same context, 1k or 16k allocated slots: every SDPA call sees keys and values of
+    exactly context + q slots, a decode step gets no mask, and the logits agree."""
+    model = models[SMALL]
+    seen = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(query, key, value, attn_mask=None, **kw):
+        seen.append((tuple(key.shape), tuple(value.shape), attn_mask))
+        return sdpa(query, key, value, attn_mask=attn_mask, **kw)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    ids = torch.randint(0, 256, (2, q))
+    small, big = KVCache(SMALL, 2, 1024, dtype=torch.float32), KVCache(SMALL, 2, 16384)
+    big.k[:, :, :, :1024].copy_(small.k)
+    big.v[:, :, :, :1024].copy_(small.v)
+    with torch.inference_mode():
+        out = [model(ids, cache, context_len=700) for cache in (small, big)]
+    torch.testing.assert_close(out[0], out[1], atol=0, rtol=0)
+    assert len(seen) == 2 * SMALL.num_layers
+    for key, value, mask in seen:
+        assert key[-2] == value[-2] == 700 + q
+        assert key[1] == value[1] == SMALL.num_kv_heads  # the cache itself, never expanded
+        assert (mask is None) == (q == 1)
+        if mask is not None:
+            assert mask.shape[-1] == 700 + q
+
+
+def test_valid_context_path_refuses_an_overflow():
+    model = DecoderLM(SMALL)
+    cache = KVCache(SMALL, 2, 8)
+    with pytest.raises(ValueError, match="overflow"):
+        model(torch.zeros(2, 3, dtype=torch.long), cache, context_len=6)
+
+
+def test_files_saved_with_split_projections_still_load(models):
+    """Trained files written before the projections were fused (q/k/v, gate/up apart)."""
+    model = models[SMALL]
+    legacy = {}
+    for name, tensor in model.state_dict().items():
+        if name.endswith("qkv_proj.weight"):
+            q, k, v = tensor.split([64, 32, 32])
+            stem = name[: -len("qkv_proj.weight")]
+            legacy |= {f"{stem}q_proj.weight": q, f"{stem}k_proj.weight": k}
+            legacy[f"{stem}v_proj.weight"] = v
+        elif name.endswith("gate_up.weight"):
+            gate, up = tensor.chunk(2)
+            stem = name[: -len("gate_up.weight")]
+            legacy |= {f"{stem}gate.weight": gate, f"{stem}up.weight": up}
+        else:
+            legacy[name] = tensor
+    fresh = DecoderLM(SMALL, dtype=torch.float32, seed=9)
+    fresh.load_state_dict(legacy)
+    for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, atol=0, rtol=0, msg=name)
+
+
+CUDA_DTYPES = [(torch.float32, 1e-4), (torch.bfloat16, 2e-2), (torch.float16, 2e-2)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize(("dtype", "tol"), CUDA_DTYPES, ids=["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("verify", ["fold", "lower_right"])
+def test_cuda_engine_path_matches_the_reference_in_every_dtype(dtype, tol, verify):
+    """On a GPU the SDPA backends differ by dtype (flash/cuDNN/efficient for half types,
+    efficient or math for fp32) and may return non-contiguous outputs."""
+    device = torch.device("cuda")
+    model = DecoderLM(SMALL, device=device, dtype=dtype, seed=3).eval()
+    model.verify_attention = verify
+    for q in (1, 4):
+        cache = KVCache(SMALL, 3, 64, device=device, dtype=dtype)
+        ids = torch.randint(0, 256, (3, q), device=device)
+        want = reference_logits(
+            model.cpu(),
+            ids.cpu(),
+            cache.k.cpu(),
+            cache.v.cpu(),
+            torch.full((3,), 37),
+        )
+        model.to(device)
+        with torch.inference_mode():
+            got = model(ids, cache, context_len=37)
+        torch.testing.assert_close(got.double().cpu(), want, atol=tol * 3, rtol=tol * 3)
