@@ -115,6 +115,7 @@ LOW_ACCEPTANCE_WARN = 0.55
 HIGH_K_WARN = 8
 
 _KEY_COLUMNS = ("target", "draft", "gpu", "weight_dtype", "kv_dtype")
+_CODE_COLUMNS = (*_KEY_COLUMNS, "serving", "engine", "engine_version")
 _GROUP_COLUMNS = ("target", "draft", "weight_dtype", "kv_dtype")
 _ROW_INPUTS = (
     "num_gpus",
@@ -263,7 +264,6 @@ def _plan(sc: ScenarioArrays, calibration) -> tuple[np.ndarray | None, list]:
 def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict:
     """Every output column for the validated table `sc`, priced piece by piece in the
     order `_plan` gives and returned in the table's own order."""
-    import pandas as pd
 
     n = sc.n
     ignored = sc.ignored
@@ -275,7 +275,7 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
 
         sc = ScenarioArrays(
             n=n,
-            codes={c: ordered(sc.codes[c], c) for c in (*_KEY_COLUMNS, "serving")},
+            codes={c: ordered(sc.codes[c], c) for c in _CODE_COLUMNS},
             categories=sc.categories,
             values={c: ordered(sc.values[c], c) for c in _ROW_INPUTS},
             positions=None if sc.positions is None else sc.positions.take(order, axis=0),
@@ -286,7 +286,8 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
     out["fits"] = np.empty(n, dtype=bool)
     status_bits = np.empty(n, dtype=np.int64)
     warning_bits = np.empty(n, dtype=np.int64)
-    labels = np.zeros(n, dtype=object) if calibration is not None else None
+    label_codes = np.zeros(n, dtype=np.int16)
+    label_names = {"roofline": 0}
     model_specs = tuple(models.values())
     gpu_specs = tuple(gpus[key] for key in sc.categories["gpu"])
     try:
@@ -305,8 +306,8 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
         out["fits"][rows] = res["fits"]
         status_bits[rows] = res["status"]
         warning_bits[rows] = res["warnings"]
-        if labels is not None:
-            labels[rows] = res["latency_source"]
+        if res.get("latency_source") is not None:
+            label_codes[rows] = _label_codes(res["latency_source"], label_names)
     if order is not None:
         inv = np.empty(n, dtype=np.intp)
         inv[order] = np.arange(n)
@@ -314,12 +315,8 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
             out[c] = out[c].take(inv)
         status_bits = status_bits.take(inv)
         warning_bits = warning_bits.take(inv)
-        if labels is not None:
-            labels = labels.take(inv)
-    if labels is None:
-        source_col = categorical(np.zeros(n, dtype=np.int8), ["roofline"])
-    else:
-        source_col = pd.Categorical(labels.astype(str))
+        label_codes = label_codes.take(inv)
+    source_col = categorical(label_codes, list(label_names))
     columns = {c: out[c] for c in _FLOAT_OUTPUTS}
     columns["latency_source"] = source_col
     columns["fits"] = out["fits"]
@@ -330,10 +327,24 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
     return {c: columns[c] for c in OUTPUT_COLUMNS}
 
 
+def _label_codes(labels, names: dict) -> np.ndarray:
+    """A piece's `latency_source` labels as codes into `names` (extended in place)."""
+    codes, uniques = pd_factorize(np.asarray(labels, dtype=object))
+    lookup = np.array([names.setdefault(str(u), len(names)) for u in uniques], dtype=np.int16)
+    return lookup[codes]
+
+
+def pd_factorize(values):
+    import pandas as pd
+
+    return pd.factorize(values)
+
+
 @functools.lru_cache(maxsize=8)
 def _catalog(model_specs: tuple, gpu_specs: tuple) -> _Catalog:
     """The catalogs as arrays, built once per catalog (specs are frozen, so hashable)."""
     return _Catalog(
+        model_specs=model_specs,
         models=ModelArrays.from_specs(list(model_specs)),
         drafts=ModelArrays.from_specs([None, *model_specs]),
         gpus=list(gpu_specs),
@@ -347,6 +358,7 @@ class _Catalog:
     """The catalogs as arrays: `models` indexed by target code, `drafts` by draft code
     (0 = no draft model), `gpus` by GPU code."""
 
+    model_specs: tuple
     models: ModelArrays
     drafts: ModelArrays
     gpus: list
@@ -360,7 +372,7 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
     arrays of len(rows), or scalars where uniform."""
     n = rows.stop - rows.start if isinstance(rows, slice) else len(rows)
     val = {c: sc.values[c][rows] for c in _ROW_INPUTS}
-    codes = {c: sc.codes[c][rows] for c in (*_KEY_COLUMNS, "serving")}
+    codes = {c: sc.codes[c][rows] for c in _CODE_COLUMNS}
     if uniform:
         codes.update({c: int(codes[c][0]) for c in _GROUP_COLUMNS})
     t_code, d_code, g_code = codes["target"], codes["draft"], codes["gpu"]
@@ -516,6 +528,9 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
     in_steady = _mask(codes["serving"] == SERVING_MODES.index("steady"))
     sampled = _mask(val["temperature"] > 0)
     draft_forwards = k if is_draft else 0.0
+    kplan = None
+    if calibration is None:
+        kplan = _kernel_plan(sc, codes, catalog, n, val["num_gpus"], is_draft)
 
     def spec_prefill_ms(tokens):
         """Prefill time per speculative step: the target's and the draft's."""
@@ -612,6 +627,15 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
             spec_step = d_step + v_step + defaults.verify_overhead_ms + pf_spec_ms + host_spec
         else:
             pf_spec, pf_spec_ms, host_spec, spec_step = 0.0, 0.0, 0.0, base_step
+        if kplan is not None:
+            return _kernel_priced(
+                kplan,
+                method_name,
+                locals(),
+                dict(context=context, d_context=d_context, k=k, verify=verify),
+                dict(prompt=prompt, heads=heads, sampled=sampled, t=t, hw=hw, tp=tp),
+                defaults,
+            )
         return _Priced(
             t_step=t_step,
             v_step=v_step,
@@ -783,8 +807,7 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
         "status": status_bits,
         "warnings": warning_bits,
     }
-    if calibration is not None:
-        res["latency_source"] = priced.source
+    res["latency_source"] = priced.source
     return res
 
 
@@ -831,6 +854,108 @@ def _extend_measured(positions, k, methods, mtp_depth) -> np.ndarray:
                 decay = replace(decay, depth=float(depth))
         out[sel] = acceptance.extend_measured(positions[sel], k_max, decay)
     return out
+
+
+def _kernel_plan(sc, codes, catalog, n, num_gpus, is_draft):
+    """The kernel-table plan of a piece's rows (`simulator.kernels.source`), or None when
+    no row of it has tables (its GPUs or dtypes have none)."""
+    from simulator.kernels import source as kernel_source
+
+    def per_row(col, names=None):
+        names = np.array(sc.categories[col], dtype=object) if names is None else names
+        return np.broadcast_to(names[codes[col]], (n,))
+
+    gpu_ids = per_row("gpu")
+    if not np.isin(gpu_ids, list(kernel_source.tables.SYSTEMS)).any():
+        return None
+    models = np.array(catalog.model_specs, dtype=object)
+    targets = np.broadcast_to(models[codes["target"]], (n,))
+    with_none = np.array([None, *catalog.model_specs], dtype=object)
+    drafts = np.broadcast_to(with_none[codes["draft"]], (n,))
+    plan = kernel_source.plan_rows(
+        targets,
+        drafts,
+        gpu_ids,
+        per_row("engine"),
+        per_row("engine_version"),
+        per_row("weight_dtype"),
+        per_row("kv_dtype"),
+        np.broadcast_to(num_gpus, (n,)),
+        is_draft is True or bool(np.any(is_draft)),
+    )
+    return plan if plan.groups else None
+
+
+def _kernel_priced(kplan, method_name, p, lengths, extra, defaults) -> _Priced:
+    """The roofline's per-step times `p` (price()'s locals) with the kernel tables' where
+    the plan covers a row: device times from the tables, host costs the engine's."""
+    from simulator.kernels import source as kernel_source
+
+    spec_on = method_name != "none"
+    b_base, b_spec = p["b_base"], p["b_spec"]
+    kt = kernel_source.step_times(
+        kplan,
+        method_name,
+        b_base=b_base,
+        b_spec=b_spec,
+        verify=lengths["verify"],
+        context=lengths["context"],
+        d_context=lengths["d_context"],
+        k=lengths["k"],
+        medusa_heads=extra["heads"],
+        prompt=extra["prompt"],
+        pf_base=p["pf_base"],
+        pf_spec=p["pf_spec"] if spec_on else 0.0,
+    )
+    on = kplan.covered
+
+    def pick(kernel, roof):
+        return np.where(on, kernel, roof)
+
+    t_step = pick(kt.target, p["t_step"])
+    pf_base_ms = pick(kt.prefill_base, p["pf_base_ms"])
+    host_base = pick(kt.host_base, p["host_base"])
+    base_step = t_step + pf_base_ms + host_base
+    v_step, d_step = p["v_step"], p["d_step"]
+    pf_spec_ms, host_spec, spec_step = p["pf_spec_ms"], p["host_spec"], base_step
+    if spec_on:
+        hw, t = extra["hw"], extra["t"]
+        sampled_extra = (
+            steady.get_engine_round_ms(
+                True,
+                extra["sampled"],
+                0.0,
+                b_spec,
+                lengths["k"],
+                t.vocab_size,
+                hw.bw_gbps,
+                extra["tp"],
+                defaults,
+            )
+            - defaults.engine_round_ms
+        )
+        v_step = pick(kt.verify, v_step)
+        d_step = pick(kt.draft, d_step)
+        pf_spec_ms = pick(kt.prefill_spec, pf_spec_ms)
+        host_spec = pick(kt.host_spec + sampled_extra, host_spec)
+        spec_step = pick(
+            d_step + v_step + pf_spec_ms + host_spec,
+            p["spec_step"],
+        )
+    return _Priced(
+        t_step=t_step,
+        v_step=v_step,
+        d_step=d_step,
+        pf_base=p["pf_base"],
+        pf_spec=p["pf_spec"],
+        pf_base_ms=pf_base_ms,
+        pf_spec_ms=pf_spec_ms,
+        host_base=host_base,
+        host_spec=host_spec,
+        base_step=base_step,
+        spec_step=spec_step,
+        source=kplan.labels,
+    )
 
 
 @dataclass(frozen=True)

@@ -166,9 +166,7 @@ def build_surface(
         raise NoSurface(f"no kernel tables for weights {weight_dtype} / KV {kv_dtype}")
     if shape.num_attention_heads % tp or shape.intermediate_size % tp:
         raise NoSurface(f"heads or MLP width not divisible by tp={tp}")
-    gemm = tables.load_table(
-        str(tables.table_path(system, engine, version, "gemm")), "gemm"
-    )
+    gemm = tables.load_table(str(tables.table_path(system, engine, version, "gemm")), "gemm")
     m_table = np.array(sorted(gemm["m"].unique()), float)
     m_grid = np.unique(np.concatenate([m_table, M_EXTRA]))
     h, hd = shape.hidden_size, shape.head_dim
@@ -182,9 +180,7 @@ def build_surface(
     layer = linear + _elementwise_ms(system, m_grid, h, (heads + kvh) * hd, inter)
     layer = layer + 2.0 * _allreduce_ms(system, engine, version, tp, m_grid * h)
     lm_head = g(shape.vocab_size / tp, h)
-    b_grid, s_grid, attn = _decode_attention_grid(
-        system, engine, version, heads, kvh, hd, kv_table
-    )
+    b_grid, s_grid, attn = _decode_attention_grid(system, engine, version, heads, kvh, hd, kv_table)
     p_grid, prefill_attn = _prefill_attention_grid(
         system, engine, version, heads, kvh, hd, kv_table
     )

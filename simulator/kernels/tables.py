@@ -84,6 +84,18 @@ def data_root() -> Path:
     return Path(aiconfigurator_core.__file__).resolve().parent / "systems" / "data"
 
 
+@functools.cache
+def engine_versions() -> tuple[str, ...]:
+    """Every engine version with GEMM tables on some system in the installed package (the
+    values the `engine_version` column accepts); empty if the package is missing."""
+    try:
+        root = data_root()
+    except ImportError:
+        return ()
+    found = {p.parent.name for p in root.glob("*/gemm/*/*/gemm_perf.parquet")}
+    return tuple(sorted(found, key=_version_key))
+
+
 def systems_root() -> Path:
     return data_root().parent
 
