@@ -167,6 +167,7 @@ def predict(
     source: str = "scenarios",
     break_even: bool = True,
     row_offset: int = 0,
+    kernels: bool = True,
 ) -> pd.DataFrame:
     """Predict latency, throughput, memory and cost for every scenario row.
 
@@ -174,7 +175,9 @@ def predict(
     measured ones where a profile covers the point. `break_even=False` skips the
     break-even acceptance (a Newton solve per row, a fifth of the time; the column is then
     NaN). `row_offset` shifts the row numbers errors report when `scenarios` is a block
-    of a larger table. Raises `InputError` on bad input.
+    of a larger table. `kernels=False` prices every row on the roofline, as before the
+    kernel tables (`simulator.kernels`) priced the GPUs and engines they cover. Raises
+    `InputError` on bad input.
     """
     import pandas as pd
 
@@ -186,7 +189,7 @@ def predict(
         sc = validate_scenarios(scenarios, gpus, models, source=source, row_offset=row_offset)
     except InputError as exc:
         raise _first_error(exc, scenarios, gpus, models, source, row_offset) from None
-    outputs = _evaluate_table(sc, gpus, models, defaults, calibration, break_even)
+    outputs = _evaluate_table(sc, gpus, models, defaults, calibration, break_even, kernels)
     return pd.DataFrame({**sc.columns(), **outputs}, copy=False)
 
 
@@ -261,7 +264,7 @@ def _plan(sc: ScenarioArrays, calibration) -> tuple[np.ndarray | None, list]:
     return order, pieces
 
 
-def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict:
+def _evaluate_table(sc, gpus, models, defaults, calibration, break_even, kernels=True) -> dict:
     """Every output column for the validated table `sc`, priced piece by piece in the
     order `_plan` gives and returned in the table's own order."""
 
@@ -299,7 +302,7 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
     # contention of a second (on two cores, bench/sweep.py's table ran 10-15% slower).
     for method, uniform, rows in pieces:
         res = _evaluate(
-            sc, rows, method, uniform, catalog, defaults, calibration, break_even, models
+            sc, rows, method, uniform, catalog, defaults, calibration, break_even, kernels
         )
         for c in _FLOAT_OUTPUTS:
             out[c][rows] = res[c]
@@ -366,7 +369,7 @@ class _Catalog:
     window: np.ndarray
 
 
-def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, break_even, models):
+def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, break_even, kernels):
     """Every output of the rows `rows` of `sc`, which share `method_name` (and, when
     `uniform`, the `_GROUP_COLUMNS` ids: target, draft and dtypes; the GPU stays per row):
     arrays of len(rows), or scalars where uniform."""
@@ -529,7 +532,7 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
     sampled = _mask(val["temperature"] > 0)
     draft_forwards = k if is_draft else 0.0
     kplan = None
-    if calibration is None:
+    if calibration is None and kernels:
         kplan = _kernel_plan(sc, codes, catalog, n, val["num_gpus"], is_draft)
 
     def spec_prefill_ms(tokens):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simulator.errors import InputError, not_a_number
-from simulator.kernels.tables import ENGINES, engine_versions
+from simulator.kernels.tables import ENGINE_CHOICES, engine_versions
 from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES, GPUSpec, ModelSpec
 from simulator.steady import SERVING_MODES
 
@@ -107,8 +107,9 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "engine",
         "vllm",
-        "serving engine: vllm, sglang or trtllm; sets the measured kernel tables the step "
-        "times come from, the engine's host costs and the launch flags",
+        "serving engine: vllm, sglang or trtllm (their measured kernel tables price the "
+        "steps, with the engine's host costs, and set the launch flags), or other (an engine "
+        "without tables: the roofline prices it)",
     ),
     Column(
         "engine_version",
@@ -637,7 +638,7 @@ def validate_scenarios(
         "weight_dtype": list(WEIGHT_DTYPES),
         "kv_dtype": list(KV_DTYPES),
         "serving": list(SERVING_MODES),
-        "engine": list(ENGINES),
+        "engine": list(ENGINE_CHOICES),
         "engine_version": ["", *engine_versions()],
     }
     text = {
@@ -675,7 +676,7 @@ def validate_scenarios(
         ("weight_dtype", WEIGHT_DTYPES),
         ("kv_dtype", KV_DTYPES),
         ("serving", SERVING_MODES),
-        ("engine", ENGINES),
+        ("engine", ENGINE_CHOICES),
         ("engine_version", known["engine_version"][1:]),
     ):
         t = text[col]

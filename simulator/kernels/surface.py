@@ -112,7 +112,8 @@ class KernelSurface:
         their causal attention over prompts of `prompt_len`."""
         n = np.asarray(tokens, dtype=float)
         base = np.asarray(decode_tokens, dtype=float)
-        grow = self.at_m(self.layer_ms, base + n) - self.at_m(self.layer_ms, base)
+        # Never negative: the tables are not monotone in m to their noise.
+        grow = np.maximum(self.at_m(self.layer_ms, base + n) - self.at_m(self.layer_ms, base), 0.0)
         per_token = tables._interp_extrap(
             np.log2(np.maximum(np.asarray(prompt_len, float), 1.0)),
             np.log2(self.p_grid),
@@ -223,7 +224,7 @@ def _allreduce_ms(system, engine, version, tp, elements) -> np.ndarray:
     best = sub.groupby("message_size")["latency"].min()
     x = np.log(best.index.to_numpy(float))
     y = np.log(best.to_numpy(float))
-    return np.exp(tables._interp_extrap(np.log(np.maximum(elements, 1.0)), x, y))
+    return np.exp(tables._interp_extrap(np.log(np.maximum(elements, 1.0)), x, y, floor=None))
 
 
 def _attention_subset(df, kvh, hd, kv_dtype, what):
