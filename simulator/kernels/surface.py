@@ -240,11 +240,12 @@ def _attention_subset(df, kvh, hd, kv_dtype, what):
 
 
 def _heads_interp(cube: dict, want: float) -> np.ndarray:
-    """Grids measured at several query-head counts, read at `want` heads (linear, and
-    extended linearly past the largest measured count)."""
+    """Grids measured at several query-head counts, read at `want` heads: linear between
+    them and past the largest; below the smallest, or with one count measured, that
+    count's grid (decode attention is bound by the KV heads' reads, not the queries)."""
     hs = np.array(sorted(cube), float)
-    if len(hs) == 1:
-        return cube[hs[0]] * want / hs[0]
+    if len(hs) == 1 or want <= hs[0]:
+        return cube[hs[0]]
     i, j, w = tables._bracket(hs, want)
     return np.maximum((1 - w) * cube[hs[i]] + w * cube[hs[j]], 0.0)
 
