@@ -889,6 +889,16 @@ def _kernel_plan(sc, codes, catalog, n, num_gpus, is_draft):
     return plan if plan.groups else None
 
 
+def _has_engine_costs(defaults) -> bool:
+    """False for `ModelDefaults.without_engine()` (every engine_* term zero): the kernel
+    path then leaves out the engines' host costs as the roofline does."""
+    return any(
+        getattr(defaults, f) != 0.0
+        for f in defaults.__dataclass_fields__
+        if f.startswith("engine_")
+    )
+
+
 def _kernel_priced(kplan, method_name, p, lengths, extra, defaults) -> _Priced:
     """The roofline's per-step times `p` (price()'s locals) with the kernel tables' where
     the plan covers a row: device times from the tables, host costs the engine's."""
@@ -909,6 +919,7 @@ def _kernel_priced(kplan, method_name, p, lengths, extra, defaults) -> _Priced:
         prompt=extra["prompt"],
         pf_base=p["pf_base"],
         pf_spec=p["pf_spec"] if spec_on else 0.0,
+        host=_has_engine_costs(defaults),
     )
     on = kplan.covered
 

@@ -8,7 +8,7 @@ roofline: their entries are NaN here and `KernelPlan.labels` says "roofline".
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -16,6 +16,8 @@ from simulator.kernels import tables
 from simulator.kernels.engines import ENGINE_HOST, EngineHost
 from simulator.kernels.surface import KernelSurface, NoSurface, Shape, build_surface
 from simulator.specs import ModelSpec
+
+NO_HOST = EngineHost(0.0, 0.0, 0.0, 0.0, 0.0)
 
 HEAD_FUSION = {"eagle": 2.0, "eagle3": 3.0, "mtp": 2.0}
 """Width of the fusion GEMM into a head's layer, in hidden sizes: EAGLE's [embedding;
@@ -57,7 +59,7 @@ def get_surface(
         return None
     try:
         return build_surface(shape, system, engine, resolved, weight_dtype, kv_dtype, tp)
-    except NoSurface:
+    except (NoSurface, tables.KernelTableError):
         return None
 
 
@@ -165,9 +167,11 @@ def step_times(
     pf_base,
     pf_spec,
     separate_verify_reads: bool = False,
+    host: bool = True,
 ) -> StepTimes:
     """Every kernel-priced time of the plan's rows at these batches (arrays or scalars
-    broadcast to the block's rows)."""
+    broadcast to the block's rows). `host=False` leaves out the engines' host costs (a
+    bare loop of forwards, as `ModelDefaults.without_engine` asks of the roofline)."""
     n = plan.n
     full = {
         name: np.broadcast_to(np.asarray(v, dtype=float), (n,))
@@ -188,6 +192,8 @@ def step_times(
     spec_on = method != "none"
     for g in plan.groups:
         v = {name: a[g.rows] for name, a in full.items()}
+        if not host:
+            g = replace(g, host=NO_HOST)
         s, h = g.target, g.host
         out["target"][g.rows] = s.forward_ms(v["b_base"], 1.0, v["context"])
         out["prefill_base"][g.rows] = s.prefill_ms(v["pf_base"], v["b_base"], v["prompt"])

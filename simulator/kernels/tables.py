@@ -60,7 +60,6 @@ REQUIRED_COLUMNS = {
         "head_dim",
         "kv_cache_dtype",
         "step",
-        "window_size",
         "latency",
     ),
     "context_attention": (
@@ -70,7 +69,6 @@ REQUIRED_COLUMNS = {
         "num_key_value_heads",
         "head_dim",
         "kv_cache_dtype",
-        "window_size",
         "latency",
     ),
     "allreduce": ("allreduce_dtype", "num_gpus", "message_size", "latency", "kernel_source"),
@@ -151,6 +149,8 @@ def load_table(path: str, table: str):
     missing = [c for c in REQUIRED_COLUMNS[table] if c not in df.columns]
     if missing:
         raise KernelTableError(f"{p}: columns {missing} missing (have {list(df.columns)})")
+    if "attention" in table and "window_size" not in df.columns:
+        df = df.assign(window_size=0)  # older tables: full attention only
     return df
 
 
@@ -200,7 +200,22 @@ def gemm_curve(df, dtype: str, n: float, k: float, m_grid: np.ndarray) -> np.nda
                 continue
             ms, lat = curves[(ns[i], ks[j])]
             out += wi * wj * _interp_extrap(m_grid, ms, lat)
-    return np.maximum(out - fused, _floor(df))
+    return _isotonic(np.maximum(out - fused, _floor(df)))
+
+
+def _isotonic(y: np.ndarray) -> np.ndarray:
+    """The non-decreasing sequence nearest to y in least squares (pool adjacent
+    violators): a GEMM of more rows never runs faster, and where the tables' noise says
+    otherwise (a few percent between neighbouring m of the flat, memory-bound region)
+    the neighbours are averaged rather than the lowest or highest kept."""
+    blocks: list[list[float]] = []  # [sum, count]
+    for v in y:
+        blocks.append([float(v), 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, count = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += count
+    return np.concatenate([np.full(int(c), t / c) for t, c in blocks])
 
 
 def fused_quant_ms(df) -> float:

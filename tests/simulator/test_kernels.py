@@ -147,3 +147,37 @@ def test_prefill_chunks_cost_more_with_more_tokens_and_nothing_without():
     assert s.prefill_ms(0.0, 64.0, 1024.0) == 0.0
     costs = s.prefill_ms(np.array([64.0, 512.0, 4096.0]), 64.0, 1024.0)
     assert (np.diff(costs) > 0).all()
+
+
+def test_kernel_rows_pay_their_engines_host_costs_per_step_round_and_draft_forward():
+    from simulator.defaults import DEFAULTS
+    from simulator.kernels.engines import ENGINE_HOST
+
+    row = dict(
+        target="llama-3.1-8b",
+        gpu="h100-sxm",
+        method="draft_model",
+        draft="llama-3.2-1b",
+        k=3,
+        mean_accepted_tokens=2.5,
+        batch_size=16,
+    )
+    for engine, h in ENGINE_HOST.items():
+        out = predict(pd.DataFrame([{**row, "engine": engine}])).iloc[0]
+        assert out["engine_ms_baseline"] == pytest.approx(h.step_ms + 16 * h.per_seq_ms)
+        expected = h.step_ms + 16 * h.per_seq_ms + h.round_ms + 3 * h.draft_forward_ms
+        assert out["engine_ms_spec"] == pytest.approx(expected)
+        assert out["baseline_step_ms"] == pytest.approx(
+            out["target_step_ms"] + out["prefill_ms_baseline"] + out["engine_ms_baseline"]
+        )
+    bare = predict(pd.DataFrame([row]), defaults=DEFAULTS.without_engine()).iloc[0]
+    assert bare["engine_ms_spec"] == 0 and bare["latency_source"].startswith("kernels:")
+
+
+def test_eagle_heads_cost_k_head_forwards_and_more_with_k():
+    rows = [
+        dict(target="llama-3.1-8b", gpu="h200", method="eagle", k=k, acceptance_rate=0.7)
+        for k in (1, 2, 4)
+    ]
+    d = predict(pd.DataFrame(rows))["draft_step_ms"].to_numpy()
+    assert d[1] == pytest.approx(2 * d[0]) and d[2] == pytest.approx(4 * d[0])
