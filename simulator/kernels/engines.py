@@ -29,6 +29,8 @@ class EngineHost:
     """Per forward of a separate draft model (its own graph launch and synchronisation)."""
     head_forward_ms: float
     """Per EAGLE/EAGLE-3/MTP/Medusa head forward beyond its kernels."""
+    head_per_seq_ms: float = 0.0
+    """Per head forward per running sequence (a proposer's per-request work on the host)."""
 
 
 ENGINE_HOST: dict[str, EngineHost] = {
@@ -36,7 +38,12 @@ ENGINE_HOST: dict[str, EngineHost] = {
         step_ms=0.25, per_seq_ms=0.005, round_ms=0.8, draft_forward_ms=1.0, head_forward_ms=0.6
     ),
     "sglang": EngineHost(
-        step_ms=0.25, per_seq_ms=0.035, round_ms=2.0, draft_forward_ms=1.0, head_forward_ms=2.0
+        step_ms=0.25,
+        per_seq_ms=0.035,
+        round_ms=0.5,
+        draft_forward_ms=1.0,
+        head_forward_ms=0.6,
+        head_per_seq_ms=0.06,
     ),
     "trtllm": EngineHost(
         step_ms=0.25, per_seq_ms=0.02, round_ms=0.8, draft_forward_ms=1.0, head_forward_ms=0.6
@@ -54,15 +61,17 @@ NOTES = {
     "figure for vLLM is 4.4 us per request (SERVING-NOTES (c))",
     "round_ms": "vLLM/TensorRT-LLM 0.8 ms: the roofline's fitted engine_round_ms (0.5) plus "
     "its verify_overhead_ms (0.3), which the kernel path has no separate term for; SGLang "
-    "2.0 ms: one more head forward, the draft-extend pass SGLang's EAGLE worker runs over "
-    "the accepted tokens each round",
+    "0.5 ms, fitted with its head costs (below)",
     "draft_forward_ms": "1.0 ms: the roofline's engine_draft_forward_ms, fitted on the "
     "development set's draft-model cases (MagicDec)",
-    "head_forward_ms": "vLLM and TensorRT-LLM 0.6 ms: with the kernels' ~0.4 ms head "
-    "forward (8B, H100/H200) it makes the ~1.0 ms per extra EAGLE step issue 26 derives "
-    "from a public vLLM K sweep at batch 1; SGLang 2.0 ms: vLLM #17504 measured an EAGLE-3 "
-    "proposal of K=3 at ~6 ms with torch.compile and CUDA graphs (2 ms a step), and the "
-    "development set's SGLang v0.4.4 EAGLE cases (EAGLE-3 paper Table 3) reverse below 1 "
-    "at batch 24-64 only if a head step costs about that. TensorRT-LLM has no speculative "
-    "case in either set: vLLM's figures are used (an assumption)",
+    "head_forward_ms": "0.6 ms: with the kernels' ~0.4 ms head forward (8B, H100/H200) it "
+    "makes the ~1.0 ms per extra EAGLE step that issue 26 derives from a public vLLM K "
+    "sweep at batch 1 (vLLM #17504 measured ~2 ms a step for EAGLE-3 at K=3 with CUDA "
+    "graphs, an older build). TensorRT-LLM has no speculative case in either set: vLLM's "
+    "figures are used (an assumption)",
+    "head_per_seq_ms": "SGLang 0.06 ms per running request per head forward, fitted with "
+    "its round_ms on the development set's only SGLang speculative cases (EAGLE-3 paper "
+    "Table 3, SGLang v0.4.4, H100, batch 2-64: EAGLE gains 1.40x at batch 2 and reverses "
+    "to 0.88-0.99x from batch 24, which a constant per head forward cannot give); 0 for "
+    "vLLM and TensorRT-LLM (no case to set it)",
 }

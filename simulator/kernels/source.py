@@ -17,7 +17,13 @@ from simulator.kernels.engines import ENGINE_HOST, EngineHost
 from simulator.kernels.surface import KernelSurface, NoSurface, Shape, build_surface
 from simulator.specs import ModelSpec
 
-NO_HOST = EngineHost(0.0, 0.0, 0.0, 0.0, 0.0)
+NO_HOST = EngineHost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+EAGLE3_DRAFT_VOCAB = 32_000
+"""Tokens an EAGLE-3 head's LM head scores: the published EAGLE-3 heads map a 32,000-token
+draft vocabulary onto the target's (`draft_vocab_size: 32000` in the config.json of
+yuhuili/EAGLE3-LLaMA3.1-Instruct-8B and of SpecForge's llama3-8B-eagle3.json); EAGLE-1/2
+and MTP heads score the target's whole vocabulary with its LM head."""
 
 HEAD_FUSION = {"eagle": 2.0, "eagle3": 3.0, "mtp": 2.0}
 """Width of the fusion GEMM into a head's layer, in hidden sizes: EAGLE's [embedding;
@@ -69,6 +75,7 @@ class _Group:
     target: KernelSurface
     draft: KernelSurface | None
     host: EngineHost
+    vocab_size: float
 
 
 @dataclass(frozen=True)
@@ -123,7 +130,8 @@ def plan_rows(
             continue
         covered[rows] = True
         labels[rows] = surface.label
-        groups.append(_Group(rows, surface, draft, ENGINE_HOST[args[1]]))
+        host = ENGINE_HOST[args[1]]
+        groups.append(_Group(rows, surface, draft, host, float(targets[i].vocab_size)))
     return KernelPlan(n, tuple(groups), covered, labels)
 
 
@@ -220,7 +228,11 @@ def _draft(method: str, g: _Group, v: dict):
         pf = g.draft.prefill_ms(v["pf_spec"], b, v["prompt"])
         return k * one, pf, k
     if method in HEAD_FUSION:
-        one = s.head_ms(b, v["d_context"], HEAD_FUSION[method]) + h.head_forward_ms
+        share = 1.0
+        if method == "eagle3":
+            share = min(1.0, EAGLE3_DRAFT_VOCAB / g.vocab_size)
+        one = s.head_ms(b, v["d_context"], HEAD_FUSION[method], share)
+        one = one + h.head_forward_ms + h.head_per_seq_ms * b
         pf = s.prefill_ms(v["pf_spec"], b, v["prompt"]) / s.layers
         return k * one, pf, 0.0
     if method == "medusa":

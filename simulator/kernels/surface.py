@@ -121,9 +121,10 @@ class KernelSurface:
         )
         return self.layers * (grow + n * per_token)
 
-    def head_ms(self, batch, kv_len, fusion: float) -> np.ndarray:
+    def head_ms(self, batch, kv_len, fusion: float, vocab_share: float = 1.0) -> np.ndarray:
         """One EAGLE/EAGLE-3/MTP head forward: a fusion GEMM (2H->H, 3H->H; 0: none),
-        one decoder layer and the LM head, for B sequences."""
+        one decoder layer and the LM head over `vocab_share` of the target's vocabulary
+        (an EAGLE-3 head's reduced draft vocabulary), for B sequences."""
         b = np.asarray(batch, dtype=float)
         fuse = {0.0: 0.0, 2.0: self.fusion2_ms, 3.0: self.fusion3_ms}[float(fusion)]
         fuse_ms = self.at_m(fuse, b) if fusion else 0.0
@@ -131,7 +132,7 @@ class KernelSurface:
             fuse_ms
             + self.at_m(self.layer_ms, b)
             + self.attention_ms(b, kv_len)
-            + self.at_m(self.lm_head_ms, b)
+            + vocab_share * self.at_m(self.lm_head_ms, b)
         )
 
     def medusa_ms(self, batch, heads) -> np.ndarray:
