@@ -864,29 +864,33 @@ def _kernel_plan(sc, codes, catalog, n, num_gpus, is_draft):
     no row of it has tables (its GPUs or dtypes have none)."""
     from simulator.kernels import source as kernel_source
 
-    def per_row(col, names=None):
-        names = np.array(sc.categories[col], dtype=object) if names is None else names
-        return np.broadcast_to(names[codes[col]], (n,))
-
-    gpu_ids = per_row("gpu")
-    if not np.isin(gpu_ids, list(kernel_source.tables.SYSTEMS)).any():
+    names = {c: sc.categories[c] for c in ("gpu", "engine", "engine_version")}
+    names.update(weight_dtype=sc.categories["weight_dtype"], kv_dtype=sc.categories["kv_dtype"])
+    if not any(g in kernel_source.tables.SYSTEMS for g in names["gpu"]):
         return None
-    models = np.array(catalog.model_specs, dtype=object)
-    targets = np.broadcast_to(models[codes["target"]], (n,))
-    with_none = np.array([None, *catalog.model_specs], dtype=object)
-    drafts = np.broadcast_to(with_none[codes["draft"]], (n,))
-    plan = kernel_source.plan_rows(
-        targets,
-        drafts,
-        gpu_ids,
-        per_row("engine"),
-        per_row("engine_version"),
-        per_row("weight_dtype"),
-        per_row("kv_dtype"),
-        np.broadcast_to(num_gpus, (n,)),
-        is_draft is True or bool(np.any(is_draft)),
-    )
-    return plan if plan.groups else None
+    cols = ("target", "draft", "gpu", "engine", "engine_version", "weight_dtype", "kv_dtype")
+    row_codes = {c: np.broadcast_to(codes[c], (n,)) for c in cols}
+    tp = np.broadcast_to(num_gpus, (n,))
+    tp_codes = np.unique(tp, return_inverse=True)[1]
+    draft_model = is_draft is True or bool(np.any(is_draft))
+
+    def resolve(i):
+        c = {col: int(row_codes[col][i]) for col in cols}
+        draft = catalog.model_specs[c["draft"] - 1] if c["draft"] > 0 else None
+        return kernel_source.resolve(
+            catalog.model_specs[c["target"]],
+            draft,
+            names["gpu"][c["gpu"]],
+            names["engine"][c["engine"]],
+            names["engine_version"][c["engine_version"]],
+            names["weight_dtype"][c["weight_dtype"]],
+            names["kv_dtype"][c["kv_dtype"]],
+            int(tp[i]),
+            draft_model,
+        )
+
+    plan = kernel_source.plan_rows([*row_codes.values(), tp_codes], resolve)
+    return plan if plan.target is not None else None
 
 
 def _has_engine_costs(defaults) -> bool:

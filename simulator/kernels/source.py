@@ -8,16 +8,25 @@ roofline: their entries are NaN here and `KernelPlan.labels` says "roofline".
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from simulator.kernels import tables
 from simulator.kernels.engines import ENGINE_HOST, EngineHost
-from simulator.kernels.surface import KernelSurface, NoSurface, Shape, build_surface
+from simulator.kernels.surface import (
+    B_GRID,
+    M_GRID,
+    P_GRID,
+    Q_MAX,
+    S_GRID,
+    KernelSurface,
+    NoSurface,
+    Shape,
+    build_surface,
+)
 from simulator.specs import ModelSpec
-
-NO_HOST = EngineHost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 EAGLE3_DRAFT_VOCAB = 32_000
 """Tokens an EAGLE-3 head's LM head scores: the published EAGLE-3 heads map a 32,000-token
@@ -70,8 +79,9 @@ def get_surface(
 
 
 @dataclass(frozen=True)
-class _Group:
-    rows: np.ndarray
+class Resolved:
+    """What prices one combination of (target, draft, GPU, engine, version, dtypes, TP)."""
+
     target: KernelSurface
     draft: KernelSurface | None
     host: EngineHost
@@ -79,67 +89,140 @@ class _Group:
 
 
 @dataclass(frozen=True)
+class _Stack:
+    """The surfaces of a block stacked along a first axis (one entry per combination), so
+    that every row reads its own surface's grids in one numpy pass."""
+
+    layers: np.ndarray
+    layer: np.ndarray
+    lm_head: np.ndarray
+    fusion2: np.ndarray
+    fusion3: np.ndarray
+    resblock: np.ndarray
+    attn: np.ndarray
+    prefill_attn: np.ndarray
+
+    @classmethod
+    def of(cls, surfaces: list[KernelSurface]) -> _Stack:
+        def stack(name):
+            return np.stack([getattr(x, name) for x in surfaces])
+
+        return cls(
+            layers=np.array([x.layers for x in surfaces]),
+            layer=stack("layer_ms"),
+            lm_head=stack("lm_head_ms"),
+            fusion2=stack("fusion2_ms"),
+            fusion3=stack("fusion3_ms"),
+            resblock=stack("resblock_ms"),
+            attn=stack("attn_ms"),
+            prefill_attn=stack("prefill_attn_per_token_ms"),
+        )
+
+
+@dataclass(frozen=True)
 class KernelPlan:
-    """Which rows of a block each surface prices; `covered` marks rows on kernels."""
+    """The surfaces of a block of rows: `group[i]` indexes the stacks for row i (-1: not
+    on kernels); `covered` marks rows on kernels, `labels` names each row's source."""
 
     n: int
-    groups: tuple[_Group, ...]
+    group: np.ndarray
     covered: np.ndarray
     labels: np.ndarray
+    target: _Stack | None
+    draft: _Stack | None
+    host: dict
+    vocab_share: np.ndarray
 
 
-def plan_rows(
-    targets: list[ModelSpec],
-    drafts: list[ModelSpec | None],
-    gpu_ids: np.ndarray,
-    engines: np.ndarray,
-    versions: np.ndarray,
-    weight_dtypes: np.ndarray,
-    kv_dtypes: np.ndarray,
-    num_gpus: np.ndarray,
-    is_draft_model: bool,
-) -> KernelPlan:
-    """Group a block's rows by what sets their surface. Arguments are per-row arrays
-    (`targets`/`drafts` per-row specs as object arrays) of one length."""
-    n = len(gpu_ids)
-    cols = [np.asarray(c) for c in (gpu_ids, engines, versions, weight_dtypes, kv_dtypes)]
-    cols.append(np.asarray(num_gpus, dtype=float))
-    tid = np.array([id(t) for t in targets], dtype=np.int64)
-    did = np.array([id(d) for d in drafts], dtype=np.int64)
-    key_cols = [pd_codes(c) for c in cols] + [pd_codes(tid), pd_codes(did)]
+def plan_rows(key_codes: list[np.ndarray], resolve: Callable[[int], Resolved | None]) -> KernelPlan:
+    """Group a block's rows by the integer codes that set their surface (`key_codes`,
+    each of the block's length) and resolve each combination once, through a
+    representative row (`resolve(row) -> Resolved | None`, None: the roofline)."""
+    n = len(key_codes[0])
     key = np.zeros(n, dtype=np.int64)
-    for c in key_cols:
+    for c in key_codes:
+        c = np.asarray(c, dtype=np.int64)
         key = key * (int(c.max()) + 1) + c
-    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(uniq)))])
-    covered = np.zeros(n, dtype=bool)
-    labels = np.full(n, "roofline", dtype=object)
-    groups = []
-    for g, i in enumerate(first):
-        rows = order[bounds[g] : bounds[g + 1]]
-        args = (str(cols[0][i]), str(cols[1][i]), str(cols[2][i]), str(cols[3][i]))
-        kv, tp = str(cols[4][i]), int(cols[5][i])
-        surface = get_surface(shape_of(targets[i]), args[0], args[1], args[2], args[3], kv, tp)
-        draft = None
-        if surface is not None and is_draft_model:
-            draft = get_surface(shape_of(drafts[i]), args[0], args[1], args[2], args[3], kv, tp)
-            if draft is None:
-                surface = None
-        if surface is None:
-            continue
-        covered[rows] = True
-        labels[rows] = surface.label
-        host = ENGINE_HOST[args[1]]
-        groups.append(_Group(rows, surface, draft, host, float(targets[i].vocab_size)))
-    return KernelPlan(n, tuple(groups), covered, labels)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    found = [resolve(int(i)) for i in first]
+    on = [r for r in found if r is not None]
+    slot = np.cumsum([r is not None for r in found]) - 1
+    slot = np.where([r is not None for r in found], slot, -1)
+    group = slot[inverse]
+    covered = group >= 0
+    names = np.array([r.target.label if r else "roofline" for r in found], dtype=object)
+    if not on:
+        return KernelPlan(n, group, covered, names[inverse], None, None, {}, np.ones(0))
+    draft = None
+    if all(r.draft is not None for r in on):
+        draft = _Stack.of([r.draft for r in on])
+    host = {f: np.array([getattr(r.host, f) for r in on]) for f in EngineHost.__dataclass_fields__}
+    share = np.array([min(1.0, EAGLE3_DRAFT_VOCAB / r.vocab_size) for r in on])
+    return KernelPlan(
+        n, group, covered, names[inverse], _Stack.of([r.target for r in on]), draft, host, share
+    )
 
 
-def pd_codes(values: np.ndarray) -> np.ndarray:
-    """Integer codes of a column's values (order of first appearance)."""
-    import pandas as pd
+def resolve(
+    target: ModelSpec,
+    draft: ModelSpec | None,
+    gpu_id: str,
+    engine: str,
+    version: str,
+    weight_dtype: str,
+    kv_dtype: str,
+    tp: int,
+    is_draft_model: bool,
+) -> Resolved | None:
+    """The surfaces of one combination, or None where a table is missing (a draft-model
+    row needs the draft's too)."""
+    args = (gpu_id, engine, version, weight_dtype, kv_dtype, tp)
+    surface = get_surface(shape_of(target), *args)
+    if surface is None:
+        return None
+    d = get_surface(shape_of(draft), *args) if is_draft_model else None
+    if is_draft_model and d is None:
+        return None
+    return Resolved(surface, d, ENGINE_HOST[engine], float(target.vocab_size))
 
-    return pd.factorize(values)[0].astype(np.int64)
+
+def _at(grid: np.ndarray, g: np.ndarray, xgrid: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """grid[g] (one row of a stack per entry) at x on `xgrid`: linear, continued past the
+    last point, flat below the first, never negative."""
+    i = np.clip(np.searchsorted(xgrid, x) - 1, 0, len(xgrid) - 2)
+    w = np.maximum((x - xgrid[i]) / (xgrid[i + 1] - xgrid[i]), 0.0)
+    lo = grid[g, i]
+    return np.maximum(lo + w * (grid[g, i + 1] - lo), 0.0)
+
+
+def _attention(st: _Stack, g, batch, kv_len, q) -> np.ndarray:
+    """One layer's decode attention per row: B sequences, KV length L, q queries each."""
+    qi = np.clip(np.rint(q).astype(np.int64), 1, Q_MAX) - 1
+    bg, sg = B_GRID, S_GRID
+    i = np.clip(np.searchsorted(bg, batch) - 1, 0, len(bg) - 2)
+    j = np.clip(np.searchsorted(sg, kv_len) - 1, 0, len(sg) - 2)
+    tx = np.maximum((batch - bg[i]) / (bg[i + 1] - bg[i]), 0.0)
+    ty = np.maximum((kv_len - sg[j]) / (sg[j + 1] - sg[j]), 0.0)
+    a = st.attn
+    z00, z01 = a[g, qi, i, j], a[g, qi, i, j + 1]
+    z10, z11 = a[g, qi, i + 1, j], a[g, qi, i + 1, j + 1]
+    out = (1 - tx) * ((1 - ty) * z00 + ty * z01) + tx * ((1 - ty) * z10 + ty * z11)
+    return np.maximum(out, 0.0)
+
+
+def _forward(st: _Stack, g, batch, q, kv_len, separate: bool = False) -> np.ndarray:
+    m = batch * q
+    attn = _attention(st, g, m, kv_len, 1.0) if separate else _attention(st, g, batch, kv_len, q)
+    layer = _at(st.layer, g, M_GRID, m)
+    return st.layers[g] * (layer + attn) + _at(st.lm_head, g, M_GRID, m)
+
+
+def _prefill(st: _Stack, g, tokens, decode_tokens, prompt) -> np.ndarray:
+    grow = _at(st.layer, g, M_GRID, decode_tokens + tokens) - _at(
+        st.layer, g, M_GRID, decode_tokens
+    )
+    per_token = _at(st.prefill_attn, g, np.log2(P_GRID), np.log2(np.maximum(prompt, 1.0)))
+    return st.layers[g] * (np.maximum(grow, 0.0) + tokens * per_token)
 
 
 @dataclass(frozen=True)
@@ -178,63 +261,71 @@ def step_times(
     host: bool = True,
 ) -> StepTimes:
     """Every kernel-priced time of the plan's rows at these batches (arrays or scalars
-    broadcast to the block's rows). `host=False` leaves out the engines' host costs (a
-    bare loop of forwards, as `ModelDefaults.without_engine` asks of the roofline)."""
+    broadcast to the block's rows; NaN where a row is not on kernels). `host=False`
+    leaves out the engines' host costs (a bare loop of forwards, as
+    `ModelDefaults.without_engine` asks of the roofline)."""
     n = plan.n
-    full = {
-        name: np.broadcast_to(np.asarray(v, dtype=float), (n,))
-        for name, v in dict(
-            b_base=b_base,
-            b_spec=b_spec,
-            verify=verify,
-            context=context,
-            d_context=d_context,
-            k=k,
-            heads=medusa_heads,
-            prompt=prompt,
-            pf_base=pf_base,
-            pf_spec=pf_spec,
-        ).items()
+    on = plan.covered
+    g = plan.group[on]
+
+    def take(v):
+        return np.broadcast_to(np.asarray(v, dtype=float), (n,))[on]
+
+    st, hc = plan.target, plan.host
+    zero = np.zeros(len(g))
+
+    def h(name):
+        return hc[name][g] if host else zero
+
+    b = take(b_base)
+    ctx, pr = take(context), take(prompt)
+    times = {
+        "target": _forward(st, g, b, 1.0, ctx),
+        "prefill_base": _prefill(st, g, take(pf_base), b, pr),
+        "host_base": h("step_ms") + h("per_seq_ms") * b,
     }
-    out = {f: np.full(n, np.nan) for f in StepTimes.__dataclass_fields__}
-    spec_on = method != "none"
-    for g in plan.groups:
-        v = {name: a[g.rows] for name, a in full.items()}
-        if not host:
-            g = replace(g, host=NO_HOST)
-        s, h = g.target, g.host
-        out["target"][g.rows] = s.forward_ms(v["b_base"], 1.0, v["context"])
-        out["prefill_base"][g.rows] = s.prefill_ms(v["pf_base"], v["b_base"], v["prompt"])
-        out["host_base"][g.rows] = h.step_ms + h.per_seq_ms * v["b_base"]
-        if not spec_on:
-            continue
-        b = v["b_spec"]
-        out["verify"][g.rows] = s.forward_ms(b, v["verify"], v["context"], separate_verify_reads)
-        pf = s.prefill_ms(v["pf_spec"], b * v["verify"], v["prompt"])
-        draft, pf_draft, forwards = _draft(method, g, v)
-        out["draft"][g.rows] = draft
-        out["prefill_spec"][g.rows] = pf + pf_draft
-        out["host_spec"][g.rows] = (
-            h.step_ms + h.per_seq_ms * b + h.round_ms + h.draft_forward_ms * forwards
+    if method != "none":
+        bs, q, kk = take(b_spec), take(verify), take(k)
+        times["verify"] = _forward(st, g, bs, q, ctx, separate_verify_reads)
+        pf = take(pf_spec)
+        draft, pf_draft, forwards = _draft(method, plan, g, h, bs, kk, take(d_context), pf, pr)
+        if method == "medusa":
+            draft = _medusa(st, g, bs, take(medusa_heads)) + h("head_forward_ms")
+        times["draft"] = draft
+        times["prefill_spec"] = _prefill(st, g, pf, bs * q, pr) + pf_draft
+        times["host_spec"] = (
+            h("step_ms") + h("per_seq_ms") * bs + h("round_ms") + h("draft_forward_ms") * forwards
         )
+    out = {}
+    for f in StepTimes.__dataclass_fields__:
+        col = np.full(n, np.nan)
+        if f in times:
+            col[on] = times[f]
+        out[f] = col
     return StepTimes(**out)
 
 
-def _draft(method: str, g: _Group, v: dict):
+def _medusa(st: _Stack, g, b, heads) -> np.ndarray:
+    """`heads` Medusa heads: an H x H residual block and an LM head each."""
+    return heads * (_at(st.resblock, g, M_GRID, b) + _at(st.lm_head, g, M_GRID, b))
+
+
+def _draft(method: str, plan: KernelPlan, g, h, b, k, d_context, pf, prompt):
     """(all K proposals' time, the draft's prefill per step, separate draft forwards)."""
-    s, h, b, k = g.target, g.host, v["b_spec"], v["k"]
+    st = plan.target
     if method == "draft_model":
-        one = g.draft.forward_ms(b, 1.0, v["d_context"])
-        pf = g.draft.prefill_ms(v["pf_spec"], b, v["prompt"])
-        return k * one, pf, k
+        one = _forward(plan.draft, g, b, 1.0, d_context)
+        return k * one, _prefill(plan.draft, g, pf, b, prompt), k
     if method in HEAD_FUSION:
-        share = 1.0
-        if method == "eagle3":
-            share = min(1.0, EAGLE3_DRAFT_VOCAB / g.vocab_size)
-        one = s.head_ms(b, v["d_context"], HEAD_FUSION[method], share)
-        one = one + h.head_forward_ms + h.head_per_seq_ms * b
-        pf = s.prefill_ms(v["pf_spec"], b, v["prompt"]) / s.layers
-        return k * one, pf, 0.0
-    if method == "medusa":
-        return s.medusa_ms(b, v["heads"]) + h.head_forward_ms, 0.0, 0.0
+        fusion = st.fusion3 if method == "eagle3" else st.fusion2
+        share = plan.vocab_share[g] if method == "eagle3" else 1.0
+        one = (
+            _at(fusion, g, M_GRID, b)
+            + _at(st.layer, g, M_GRID, b)
+            + _attention(st, g, b, d_context, 1.0)
+            + share * _at(st.lm_head, g, M_GRID, b)
+        )
+        one = one + h("head_forward_ms") + h("head_per_seq_ms") * b
+        pf_head = _prefill(st, g, pf, b, prompt) / st.layers[g]
+        return k * one, pf_head, 0.0
     return np.zeros_like(b), 0.0, 0.0

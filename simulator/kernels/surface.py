@@ -35,6 +35,31 @@ M_EXTRA = (65536.0, 131072.0)
 """Token counts past the GEMM table's largest m (32768) the surface is extended to, by
 linear extrapolation (a GEMM is compute-bound there: linear in m)."""
 
+M_GRID = np.unique(
+    np.concatenate(
+        [
+            np.arange(1.0, 18.0),
+            np.arange(32.0, 257.0, 16.0),
+            np.arange(33.0, 258.0, 16.0),
+            np.arange(512.0, 4353.0, 256.0),
+            np.arange(513.0, 4354.0, 256.0),
+            [8192.0, 16384.0, 32768.0],
+            M_EXTRA,
+        ]
+    )
+)
+"""Token counts every surface holds its GEMM times at: the GEMM tables' own m grid (each m
+and m+1 at the kernels' tile steps), so surfaces of any engine and GPU stack."""
+B_GRID = 2.0 ** np.arange(0, 12)
+S_GRID = 2.0 ** np.arange(0, 18)
+"""Batch sizes (1-2048) and KV lengths (1-131072) of the decode-attention grids: the
+tables' own (KV length = step + 1)."""
+P_GRID = np.array(
+    [16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 10240, 12288, 16384],
+    float,
+)
+"""Prompt lengths of the prefill-attention grids (the tables' own)."""
+
 Q_MAX = 17
 """Largest query length per sequence the verify attention grid holds (K up to 16)."""
 
@@ -169,8 +194,7 @@ def build_surface(
     if shape.num_attention_heads % tp or shape.intermediate_size % tp:
         raise NoSurface(f"heads or MLP width not divisible by tp={tp}")
     gemm = tables.load_table(str(tables.table_path(system, engine, version, "gemm")), "gemm")
-    m_table = np.array(sorted(gemm["m"].unique()), float)
-    m_grid = np.unique(np.concatenate([m_table, M_EXTRA]))
+    m_grid = M_GRID
     h, hd = shape.hidden_size, shape.head_dim
     heads, kvh = shape.num_attention_heads // tp, max(1, shape.num_kv_heads // tp)
     inter = shape.intermediate_size // tp
@@ -183,9 +207,12 @@ def build_surface(
     layer = layer + 2.0 * _allreduce_ms(system, engine, version, tp, m_grid * h)
     lm_head = g(shape.vocab_size / tp, h)
     b_grid, s_grid, attn = _decode_attention_grid(system, engine, version, heads, kvh, hd, kv_table)
+    bb, ss = np.meshgrid(B_GRID, S_GRID, indexing="ij")
+    attn = np.stack([_bilinear(b_grid, s_grid, a, bb, ss) for a in attn])
     p_grid, prefill_attn = _prefill_attention_grid(
         system, engine, version, heads, kvh, hd, kv_table
     )
+    prefill_attn = tables._interp_extrap(np.log2(P_GRID), np.log2(p_grid), prefill_attn)
     return KernelSurface(
         label=f"kernels:{engine}-{version}/{system.split('_')[0]}",
         layers=float(shape.num_layers),
@@ -195,10 +222,10 @@ def build_surface(
         fusion2_ms=g(h / tp, 2 * h),
         fusion3_ms=g(h / tp, 3 * h),
         resblock_ms=g(h / tp, h),
-        b_grid=b_grid,
-        s_grid=s_grid,
+        b_grid=B_GRID,
+        s_grid=S_GRID,
         attn_ms=attn,
-        p_grid=p_grid,
+        p_grid=P_GRID,
         prefill_attn_per_token_ms=prefill_attn,
     )
 
