@@ -104,6 +104,10 @@ class _Stack:
 
     @classmethod
     def of(cls, surfaces: list[KernelSurface]) -> _Stack:
+        return _stack_of(tuple(surfaces))
+
+    @classmethod
+    def build(cls, surfaces: tuple[KernelSurface, ...]) -> _Stack:
         def stack(name):
             return np.stack([getattr(x, name) for x in surfaces])
 
@@ -117,6 +121,13 @@ class _Stack:
             attn=stack("attn_ms"),
             prefill_attn=stack("prefill_attn_per_token_ms"),
         )
+
+
+@functools.lru_cache(maxsize=256)
+def _stack_of(surfaces: tuple[KernelSurface, ...]) -> _Stack:
+    """Stacks are built once per combination of surfaces (the surfaces are cached, so
+    the same objects come back for the same rows)."""
+    return _Stack.build(surfaces)
 
 
 @dataclass(frozen=True)
@@ -186,11 +197,18 @@ def resolve(
     return Resolved(surface, d, ENGINE_HOST[engine], float(target.vocab_size))
 
 
-def _at(grid: np.ndarray, g: np.ndarray, xgrid: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """grid[g] (one row of a stack per entry) at x on `xgrid`: linear, continued past the
-    last point, flat below the first, never negative."""
+def _where(xgrid: np.ndarray, x) -> tuple[np.ndarray, np.ndarray]:
+    """(index of the grid interval, weight of its upper end) of each x: past the last point
+    the last interval with a weight above 1 (linear continuation), below the first 0."""
+    x = np.asarray(x, dtype=float)
     i = np.clip(np.searchsorted(xgrid, x) - 1, 0, len(xgrid) - 2)
-    w = np.maximum((x - xgrid[i]) / (xgrid[i + 1] - xgrid[i]), 0.0)
+    return i, np.maximum((x - xgrid[i]) / (xgrid[i + 1] - xgrid[i]), 0.0)
+
+
+def _at(grid: np.ndarray, g: np.ndarray, where: tuple) -> np.ndarray:
+    """grid[g] (one row of a stack per entry) at the points `where` (`_where`) locates,
+    never negative."""
+    i, w = where
     lo = grid[g, i]
     return np.maximum(lo + w * (grid[g, i + 1] - lo), 0.0)
 
@@ -213,15 +231,19 @@ def _attention(st: _Stack, g, batch, kv_len, q) -> np.ndarray:
 def _forward(st: _Stack, g, batch, q, kv_len, separate: bool = False) -> np.ndarray:
     m = batch * q
     attn = _attention(st, g, m, kv_len, 1.0) if separate else _attention(st, g, batch, kv_len, q)
-    layer = _at(st.layer, g, M_GRID, m)
-    return st.layers[g] * (layer + attn) + _at(st.lm_head, g, M_GRID, m)
+    at_m = _where(M_GRID, m)
+    return st.layers[g] * (_at(st.layer, g, at_m) + attn) + _at(st.lm_head, g, at_m)
+
+
+_LOG_P = np.log2(P_GRID)
 
 
 def _prefill(st: _Stack, g, tokens, decode_tokens, prompt) -> np.ndarray:
-    grow = _at(st.layer, g, M_GRID, decode_tokens + tokens) - _at(
-        st.layer, g, M_GRID, decode_tokens
-    )
-    per_token = _at(st.prefill_attn, g, np.log2(P_GRID), np.log2(np.maximum(prompt, 1.0)))
+    if not np.any(tokens):
+        return np.zeros(np.shape(g))
+    with_prompts = _at(st.layer, g, _where(M_GRID, decode_tokens + tokens))
+    grow = with_prompts - _at(st.layer, g, _where(M_GRID, decode_tokens))
+    per_token = _at(st.prefill_attn, g, _where(_LOG_P, np.log2(np.maximum(prompt, 1.0))))
     return st.layers[g] * (np.maximum(grow, 0.0) + tokens * per_token)
 
 
@@ -307,7 +329,8 @@ def step_times(
 
 def _medusa(st: _Stack, g, b, heads) -> np.ndarray:
     """`heads` Medusa heads: an H x H residual block and an LM head each."""
-    return heads * (_at(st.resblock, g, M_GRID, b) + _at(st.lm_head, g, M_GRID, b))
+    at_b = _where(M_GRID, b)
+    return heads * (_at(st.resblock, g, at_b) + _at(st.lm_head, g, at_b))
 
 
 def _draft(method: str, plan: KernelPlan, g, h, b, k, d_context, pf, prompt):
@@ -319,11 +342,12 @@ def _draft(method: str, plan: KernelPlan, g, h, b, k, d_context, pf, prompt):
     if method in HEAD_FUSION:
         fusion = st.fusion3 if method == "eagle3" else st.fusion2
         share = plan.vocab_share[g] if method == "eagle3" else 1.0
+        at_b = _where(M_GRID, b)
         one = (
-            _at(fusion, g, M_GRID, b)
-            + _at(st.layer, g, M_GRID, b)
+            _at(fusion, g, at_b)
+            + _at(st.layer, g, at_b)
             + _attention(st, g, b, d_context, 1.0)
-            + share * _at(st.lm_head, g, M_GRID, b)
+            + share * _at(st.lm_head, g, at_b)
         )
         one = one + h("head_forward_ms") + h("head_per_seq_ms") * b
         pf_head = _prefill(st, g, pf, b, prompt) / st.layers[g]

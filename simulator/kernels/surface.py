@@ -86,7 +86,7 @@ class Shape:
     vocab_size: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class KernelSurface:
     """Grids of per-op times (ms) for one shape on one GPU with one engine."""
 
