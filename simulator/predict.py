@@ -331,8 +331,12 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even, kernels
 
 
 def _label_codes(labels, names: dict) -> np.ndarray:
-    """A piece's `latency_source` labels as codes into `names` (extended in place)."""
-    codes, uniques = pd_factorize(np.asarray(labels, dtype=object))
+    """A piece's `latency_source` labels (an array of names, or (codes, names)) as codes
+    into `names` (extended in place)."""
+    if isinstance(labels, tuple):
+        codes, uniques = labels
+    else:
+        codes, uniques = pd_factorize(np.asarray(labels, dtype=object))
     lookup = np.array([names.setdefault(str(u), len(names)) for u in uniques], dtype=np.int16)
     return lookup[codes]
 

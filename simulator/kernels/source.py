@@ -133,12 +133,13 @@ def _stack_of(surfaces: tuple[KernelSurface, ...]) -> _Stack:
 @dataclass(frozen=True)
 class KernelPlan:
     """The surfaces of a block of rows: `group[i]` indexes the stacks for row i (-1: not
-    on kernels); `covered` marks rows on kernels, `labels` names each row's source."""
+    on kernels); `covered` marks rows on kernels; `labels` is (codes per row, names):
+    each row's latency source."""
 
     n: int
     group: np.ndarray
     covered: np.ndarray
-    labels: np.ndarray
+    labels: tuple
     target: _Stack | None
     draft: _Stack | None
     host: dict
@@ -161,16 +162,17 @@ def plan_rows(key_codes: list[np.ndarray], resolve: Callable[[int], Resolved | N
     slot = np.where([r is not None for r in found], slot, -1)
     group = slot[inverse]
     covered = group >= 0
-    names = np.array([r.target.label if r else "roofline" for r in found], dtype=object)
+    names = [r.target.label if r else "roofline" for r in found]
+    labels = (inverse, names)
     if not on:
-        return KernelPlan(n, group, covered, names[inverse], None, None, {}, np.ones(0))
+        return KernelPlan(n, group, covered, labels, None, None, {}, np.ones(0))
     draft = None
     if all(r.draft is not None for r in on):
         draft = _Stack.of([r.draft for r in on])
     host = {f: np.array([getattr(r.host, f) for r in on]) for f in EngineHost.__dataclass_fields__}
     share = np.array([min(1.0, EAGLE3_DRAFT_VOCAB / r.vocab_size) for r in on])
     return KernelPlan(
-        n, group, covered, names[inverse], _Stack.of([r.target for r in on]), draft, host, share
+        n, group, covered, labels, _Stack.of([r.target for r in on]), draft, host, share
     )
 
 
@@ -221,9 +223,11 @@ def _attention(st: _Stack, g, batch, kv_len, q) -> np.ndarray:
     j = np.clip(np.searchsorted(sg, kv_len) - 1, 0, len(sg) - 2)
     tx = np.maximum((batch - bg[i]) / (bg[i + 1] - bg[i]), 0.0)
     ty = np.maximum((kv_len - sg[j]) / (sg[j + 1] - sg[j]), 0.0)
-    a = st.attn
-    z00, z01 = a[g, qi, i, j], a[g, qi, i, j + 1]
-    z10, z11 = a[g, qi, i + 1, j], a[g, qi, i + 1, j + 1]
+    a = st.attn.reshape(-1)
+    ns = len(sg)
+    flat = ((g * Q_MAX + qi) * len(bg) + i) * ns + j
+    z00, z01 = a[flat], a[flat + 1]
+    z10, z11 = a[flat + ns], a[flat + ns + 1]
     out = (1 - tx) * ((1 - ty) * z00 + ty * z01) + tx * ((1 - ty) * z10 + ty * z11)
     return np.maximum(out, 0.0)
 
