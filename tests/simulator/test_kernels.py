@@ -181,3 +181,26 @@ def test_eagle_heads_cost_k_head_forwards_and_more_with_k():
     ]
     d = predict(pd.DataFrame(rows))["draft_step_ms"].to_numpy()
     assert d[1] == pytest.approx(2 * d[0]) and d[2] == pytest.approx(4 * d[0])
+
+
+def test_the_launch_command_follows_the_engine_and_maps_k_to_its_flags():
+    from simulator.launch import engine_command
+
+    models = default_models()
+    common = dict(
+        target=models["llama-3.1-8b"],
+        method="eagle3",
+        k=4,
+        num_gpus=2,
+        gpu_memory_utilization=0.9,
+        max_model_len=4096,
+        max_num_seqs=64,
+        head_repo="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+    )
+    assert '"num_speculative_tokens":4' in engine_command("vllm", **common)
+    sglang = engine_command("sglang", **common)
+    assert "--speculative-num-steps 4" in sglang and "--speculative-num-draft-tokens 5" in sglang
+    trt = engine_command("trtllm", **common)
+    assert "decoding_type: Eagle3" in trt and "max_draft_len: 4" in trt and "trtllm-serve" in trt
+    mtp = engine_command("trtllm", **{**common, "method": "mtp", "k": 2})
+    assert "num_nextn_predict_layers: 2" in mtp
