@@ -38,6 +38,7 @@ import streamlit as st
 from app import sim
 from app.presets import MEASURED, WORKLOADS, Prior
 from simulator.errors import InputError
+from simulator.kernels.tables import ENGINE_CHOICES
 from simulator.preflight import checklist
 from simulator.scenarios import K_LIMIT
 from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
@@ -155,6 +156,7 @@ class Scenario:
     output_len: int = DEFAULT_OUTPUT_LEN
     requests_per_day: float = DEFAULT_REQUESTS_PER_DAY
     gpu_hourly_usd: float | None = None
+    engine: str = "vllm"
 
     @property
     def speculative(self) -> bool:
@@ -172,6 +174,7 @@ class Scenario:
             "kv_dtype": self.kv_dtype,
             "prompt_len": self.prompt_len,
             "output_len": self.output_len,
+            "engine": self.engine,
         }
         if self.speculative:
             out.update(self.acceptance)
@@ -252,6 +255,7 @@ LINK_PARAMS = frozenset(
         # scenario from page to page, so one page's parameter is no stranger on another.
         "batch_size",
         "draft",
+        "engine",
         "gpu",
         "gpu_hourly_usd",
         "gpu_memory_utilization",
@@ -435,6 +439,15 @@ def scenario_inputs() -> Scenario:
     )
     weight_dtype = released if weights == RELEASED else weights
     kv_dtype = c2.selectbox("KV cache", list(KV_DTYPES), key="kv_dtype", **BIND)
+    engine = sb.selectbox(
+        "Engine",
+        list(ENGINE_CHOICES),
+        key="engine",
+        help="The serving engine: its measured kernel tables (aiconfigurator-core) price the "
+        "steps on the GPUs they cover, with its host costs, and the launch flags follow it; "
+        "'other' prices on the roofline.",
+        **BIND,
+    )
 
     workload, alpha, acceptance = _acceptance_inputs(sb, method, target)
 
@@ -480,6 +493,7 @@ def scenario_inputs() -> Scenario:
         num_gpus=int(num_gpus),
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
+        engine=str(engine),
         workload=workload,
         alpha=alpha,
         acceptance=acceptance,

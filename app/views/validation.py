@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import figures_validation as fv
-from app import sim, widgets
+from app import serving_runs_view, sim, widgets
 from simulator.errors import InputError
 from simulator.published import Summary, summarise
 
@@ -52,7 +52,9 @@ def _bundled() -> dict[str, Path]:
 
 
 st.title("Validation")
-published_tab, machine_tab = st.tabs(["Published measurements", "Real runs on this machine"])
+published_tab, machine_tab, serving_tab = st.tabs(
+    ["Published measurements", "Real runs on this machine", "Serving runs"]
+)
 
 with published_tab:
     st.caption(
@@ -222,3 +224,6 @@ with machine_tab:
     )
     with st.expander("All points"):
         st.dataframe(view, hide_index=True, key="validation_all")
+
+with serving_tab:
+    serving_runs_view.render()

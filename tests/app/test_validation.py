@@ -150,3 +150,18 @@ def test_an_upload_with_other_modes_shows_all_its_points(app):
     assert {m.label: m.value for m in at.metric}["points"] == "2"
     modes = next(m for m in at.multiselect if m.label == "Decoding")
     assert modes.value == ["spec"]
+
+
+def test_serving_runs_tab_scores_the_bundled_runs_and_toggles_the_roofline():
+    at = AppTest.from_file(str(ROOT / "app/streamlit_app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("views/validation.py").run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["runs"] == "559"
+    kernels = metrics["median |TPOT error|"]
+    at.toggle(key="serving_roofline").set_value(True).run()
+    assert not at.exception
+    roofline = {m.label: m.value for m in at.metric}["median |TPOT error|"]
+    assert roofline != kernels
+    assert len(at.dataframe) >= 5
