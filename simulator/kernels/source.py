@@ -357,3 +357,21 @@ def _draft(method: str, plan: KernelPlan, g, h, b, k, d_context, pf, prompt):
         pf_head = _prefill(st, g, pf, b, prompt) / st.layers[g]
         return k * one, pf_head, 0.0
     return np.zeros_like(b), 0.0, 0.0
+
+
+def forward_ms(plan: KernelPlan, model: str, batch, query, context) -> np.ndarray:
+    """ms of one forward of the target (`model` "target") or the separate draft model
+    ("draft") at these points, NaN on rows the plan does not cover: the shape of a
+    `StepTimes.forward_ms` seam (simulator/predict.py's pieces price through
+    `step_times`, which also prices prefill, heads and host costs)."""
+    out = np.full(plan.n, np.nan)
+    st = plan.target if model == "target" else plan.draft
+    if st is None:
+        return out
+    on = plan.covered
+
+    def take(v):
+        return np.broadcast_to(np.asarray(v, dtype=float), (plan.n,))[on]
+
+    out[on] = _forward(st, plan.group[on], take(batch), take(query), take(context))
+    return out

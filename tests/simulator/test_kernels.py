@@ -204,3 +204,21 @@ def test_the_launch_command_follows_the_engine_and_maps_k_to_its_flags():
     assert "decoding_type: Eagle3" in trt and "max_draft_len: 4" in trt and "trtllm-serve" in trt
     mtp = engine_command("trtllm", **{**common, "method": "mtp", "k": 2})
     assert "num_nextn_predict_layers: 2" in mtp
+
+
+def test_the_seam_shaped_forward_matches_the_surface_and_leaves_uncovered_rows_nan():
+    from simulator.kernels import source
+
+    models = default_models()
+    t = models["llama-3.1-8b"]
+    key = [np.array([0, 0, 1]), np.array([0, 0, 0])]
+
+    def resolve(i):
+        gpu = "mi300x" if i == 2 else "h200"
+        return source.resolve(t, None, gpu, "vllm", "", "bf16", "bf16", 1, False)
+
+    plan = source.plan_rows(key, resolve)
+    ms = source.forward_ms(plan, "target", np.array([1.0, 64.0, 1.0]), 4.0, 2049.0)
+    s = get_surface(shape_of(t), "h200", "vllm", "", "bf16", "bf16", 1)
+    assert ms[:2] == pytest.approx(s.forward_ms(np.array([1.0, 64.0]), 4.0, 2049.0))
+    assert np.isnan(ms[2])
