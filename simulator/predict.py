@@ -536,8 +536,13 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
     sampled = _mask(val["temperature"] > 0)
     draft_forwards = k if is_draft else 0.0
     kplan = None
-    if calibration is None and kernels:
+    if kernels:
         kplan = _kernel_plan(sc, codes, catalog, n, val["num_gpus"], is_draft)
+    if kplan is not None and calibration is not None:
+        # A profiled device keeps its profile; the kernel tables price the others.
+        profiled = np.isin(gpu_ids, [*calibration.gpus, *calibration.fits])
+        kplan = replace(kplan, covered=kplan.covered & ~profiled)
+        kplan = replace(kplan, group=np.where(kplan.covered, kplan.group, -1))
 
     def spec_prefill_ms(tokens):
         """Prefill time per speculative step: the target's and the draft's."""
@@ -762,6 +767,11 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
         one = np.broadcast_to(one, (n,))
         at_two, at_one = spec_prefill_ms(np.stack((2.0 * one, one)))
         per_tau = at_two - at_one
+        if kplan is not None:  # the kernel tables' prefill is linear in the tokens
+            from simulator.kernels import source as kernel_source
+
+            kernel = kernel_source.spec_prefill_ms(kplan, method_name, one, prompt)
+            per_tau = np.where(kplan.covered, kernel, per_tau)
         be = _break_even_alpha(
             True, spec_step, tau, per_tau, base_step, b_base, b_spec, k, open_loop
         )
@@ -897,6 +907,16 @@ def _kernel_plan(sc, codes, catalog, n, num_gpus, is_draft):
     return plan if plan.target is not None else None
 
 
+def _merged_labels(kplan, labels):
+    """The kernel plan's labels, or with a profile's labels where the plan does not cover
+    a row (a profiled device)."""
+    if labels is None:
+        return kplan.labels
+    codes, names = kplan.labels
+    kernel = np.asarray(names, dtype=object)[codes]
+    return np.where(kplan.covered, kernel, labels)
+
+
 def _has_engine_costs(defaults) -> bool:
     """False for `ModelDefaults.without_engine()` (every engine_* term zero): the kernel
     path then leaves out the engines' host costs as the roofline does."""
@@ -976,7 +996,7 @@ def _kernel_priced(kplan, method_name, p, lengths, extra, defaults) -> _Priced:
         host_spec=host_spec,
         base_step=base_step,
         spec_step=spec_step,
-        source=kplan.labels,
+        source=_merged_labels(kplan, p["labels"]),
     )
 
 

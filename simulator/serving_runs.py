@@ -140,7 +140,7 @@ def _ttft_ms(runs: pd.DataFrame, out: pd.DataFrame, kernels: bool) -> np.ndarray
         s = get_surface(shape_of(models.get(t)), g, e, "", "fp8", "fp8", int(tp))
         if s is None:
             continue
-        ms = float(s.prefill_ms(p, 0.0, p) + s.at_m(s.lm_head_ms, 1.0))
+        ms = float(s.prefill_ms(p, p) + s.at_m(s.lm_head_ms, 1.0))
         ttft[idx] = ms + ENGINE_HOST[e].step_ms
     return ttft
 

@@ -101,6 +101,7 @@ class _Stack:
     resblock: np.ndarray
     attn: np.ndarray
     prefill_attn: np.ndarray
+    chunk_per_token: np.ndarray
 
     @classmethod
     def of(cls, surfaces: list[KernelSurface]) -> _Stack:
@@ -120,6 +121,7 @@ class _Stack:
             resblock=stack("resblock_ms"),
             attn=stack("attn_ms"),
             prefill_attn=stack("prefill_attn_per_token_ms"),
+            chunk_per_token=np.array([x.chunk_per_token_ms for x in surfaces]),
         )
 
 
@@ -242,13 +244,13 @@ def _forward(st: _Stack, g, batch, q, kv_len, separate: bool = False) -> np.ndar
 _LOG_P = np.log2(P_GRID)
 
 
-def _prefill(st: _Stack, g, tokens, decode_tokens, prompt) -> np.ndarray:
+def _prefill(st: _Stack, g, tokens, prompt) -> np.ndarray:
+    """Prompt tokens riding in a step, at a full chunk's cost per token (linear in the
+    tokens, so the break-even solve stays exact)."""
     if not np.any(tokens):
         return np.zeros(np.shape(g))
-    with_prompts = _at(st.layer, g, _where(M_GRID, decode_tokens + tokens))
-    grow = with_prompts - _at(st.layer, g, _where(M_GRID, decode_tokens))
-    per_token = _at(st.prefill_attn, g, _where(_LOG_P, np.log2(np.maximum(prompt, 1.0))))
-    return st.layers[g] * (np.maximum(grow, 0.0) + tokens * per_token)
+    attn = _at(st.prefill_attn, g, _where(_LOG_P, np.log2(np.maximum(prompt, 1.0))))
+    return st.layers[g] * tokens * (st.chunk_per_token[g] + attn)
 
 
 @dataclass(frozen=True)
@@ -307,7 +309,7 @@ def step_times(
     ctx, pr = take(context), take(prompt)
     times = {
         "target": _forward(st, g, b, 1.0, ctx),
-        "prefill_base": _prefill(st, g, take(pf_base), b, pr),
+        "prefill_base": _prefill(st, g, take(pf_base), pr),
         "host_base": h("step_ms") + h("per_seq_ms") * b,
     }
     if method != "none":
@@ -318,7 +320,7 @@ def step_times(
         if method == "medusa":
             draft = _medusa(st, g, bs, take(medusa_heads)) + h("head_forward_ms")
         times["draft"] = draft
-        times["prefill_spec"] = _prefill(st, g, pf, bs * q, pr) + pf_draft
+        times["prefill_spec"] = _prefill(st, g, pf, pr) + pf_draft
         times["host_spec"] = (
             h("step_ms") + h("per_seq_ms") * bs + h("round_ms") + h("draft_forward_ms") * forwards
         )
@@ -342,7 +344,7 @@ def _draft(method: str, plan: KernelPlan, g, h, b, k, d_context, pf, prompt):
     st = plan.target
     if method == "draft_model":
         one = _forward(plan.draft, g, b, 1.0, d_context)
-        return k * one, _prefill(plan.draft, g, pf, b, prompt), k
+        return k * one, _prefill(plan.draft, g, pf, prompt), k
     if method in HEAD_FUSION:
         fusion = st.fusion3 if method == "eagle3" else st.fusion2
         share = plan.vocab_share[g] if method == "eagle3" else 1.0
@@ -354,7 +356,7 @@ def _draft(method: str, plan: KernelPlan, g, h, b, k, d_context, pf, prompt):
             + share * _at(st.lm_head, g, at_b)
         )
         one = one + h("head_forward_ms") + h("head_per_seq_ms") * b
-        pf_head = _prefill(st, g, pf, b, prompt) / st.layers[g]
+        pf_head = _prefill(st, g, pf, prompt) / st.layers[g]
         return k * one, pf_head, 0.0
     return np.zeros_like(b), 0.0, 0.0
 
@@ -374,4 +376,21 @@ def forward_ms(plan: KernelPlan, model: str, batch, query, context) -> np.ndarra
         return np.broadcast_to(np.asarray(v, dtype=float), (plan.n,))[on]
 
     out[on] = _forward(st, plan.group[on], take(batch), take(query), take(context))
+    return out
+
+
+def spec_prefill_ms(plan: KernelPlan, method: str, tokens, prompt) -> np.ndarray:
+    """ms the target and the draft spend prefilling `tokens` prompt tokens in a
+    speculative step (linear in the tokens), NaN on rows the plan does not cover."""
+    out = np.full(plan.n, np.nan)
+    on = plan.covered
+    g = plan.group[on]
+    n_tok = np.broadcast_to(np.asarray(tokens, dtype=float), (plan.n,))[on]
+    pr = np.broadcast_to(np.asarray(prompt, dtype=float), (plan.n,))[on]
+    ms = _prefill(plan.target, g, n_tok, pr)
+    if method == "draft_model":
+        ms = ms + _prefill(plan.draft, g, n_tok, pr)
+    elif method in HEAD_FUSION:
+        ms = ms + _prefill(plan.target, g, n_tok, pr) / plan.target.layers[g]
+    out[on] = ms
     return out

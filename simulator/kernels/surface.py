@@ -60,6 +60,10 @@ P_GRID = np.array(
 )
 """Prompt lengths of the prefill-attention grids (the tables' own)."""
 
+PREFILL_CHUNK = 8192.0
+"""Tokens of a prefill chunk: vLLM's default token budget per step on GPUs of 70 GiB or more
+(`max_num_batched_tokens`, SERVING-NOTES (b))."""
+
 Q_MAX = 17
 """Largest query length per sequence the verify attention grid holds (K up to 16)."""
 
@@ -131,20 +135,24 @@ class KernelSurface:
         attn = self.attention_ms(batch, kv_len, q, separate)
         return self.layers * (self.at_m(self.layer_ms, m) + attn) + self.at_m(self.lm_head_ms, m)
 
-    def prefill_ms(self, tokens, decode_tokens, prompt_len) -> np.ndarray:
-        """Extra time of `tokens` prompt tokens riding in a forward of `decode_tokens`
-        (chunked prefill): the GEMMs' growth from m = decode to decode + tokens, plus
-        their causal attention over prompts of `prompt_len`."""
+    @property
+    def chunk_per_token_ms(self) -> float:
+        """One layer's GEMMs per token of a full prefill chunk (`PREFILL_CHUNK` tokens)."""
+        return float(self.at_m(self.layer_ms, PREFILL_CHUNK)) / PREFILL_CHUNK
+
+    def prefill_ms(self, tokens, prompt_len) -> np.ndarray:
+        """Time of `tokens` prompt tokens riding in a step (chunked prefill): a full
+        chunk's GEMM cost per token plus their causal attention over prompts of
+        `prompt_len`. Linear in the tokens: the prompt tokens of a step arrive in chunks
+        of thousands, whose GEMMs are compute-bound, and the break-even solve needs the
+        step affine in tau."""
         n = np.asarray(tokens, dtype=float)
-        base = np.asarray(decode_tokens, dtype=float)
-        # Never negative: the tables are not monotone in m to their noise.
-        grow = np.maximum(self.at_m(self.layer_ms, base + n) - self.at_m(self.layer_ms, base), 0.0)
         per_token = tables._interp_extrap(
             np.log2(np.maximum(np.asarray(prompt_len, float), 1.0)),
             np.log2(self.p_grid),
             self.prefill_attn_per_token_ms,
         )
-        return self.layers * (grow + n * per_token)
+        return self.layers * n * (self.chunk_per_token_ms + per_token)
 
     def head_ms(self, batch, kv_len, fusion: float, vocab_share: float = 1.0) -> np.ndarray:
         """One EAGLE/EAGLE-3/MTP head forward: a fusion GEMM (2H->H, 3H->H; 0: none),
@@ -210,6 +218,9 @@ def build_surface(
     b_grid, s_grid, attn = _decode_attention_grid(system, engine, version, heads, kvh, hd, kv_table)
     bb, ss = np.meshgrid(B_GRID, S_GRID, indexing="ij")
     attn = np.stack([_bilinear(b_grid, s_grid, a, bb, ss) for a in attn])
+    # More queries over the same KV never cost less (the tables' grids at neighbouring
+    # head counts can come from different kernels: 16 query heads timed below 8).
+    attn = np.maximum.accumulate(attn, axis=0)
     p_grid, prefill_attn = _prefill_attention_grid(
         system, engine, version, heads, kvh, hd, kv_table
     )
