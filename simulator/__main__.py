@@ -225,7 +225,8 @@ def _predict(
         )
         offset += len(table)
         if devices:
-            used = used or not result["latency_source"].astype(str).eq("roofline").all()
+            src = result["latency_source"].astype(str)
+            used = used or not (src.eq("roofline") | src.str.startswith("kernels:")).all()
             asked |= set(result["gpu"].astype(str))
         yield result
     _warn_unused_profiles(used, asked, devices, args)

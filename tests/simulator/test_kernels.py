@@ -222,3 +222,35 @@ def test_the_seam_shaped_forward_matches_the_surface_and_leaves_uncovered_rows_n
     s = get_surface(shape_of(t), "h200", "vllm", "", "bf16", "bf16", 1)
     assert ms[:2] == pytest.approx(s.forward_ms(np.array([1.0, 64.0]), 4.0, 2049.0))
     assert np.isnan(ms[2])
+
+
+def test_eagle3_heads_cost_less_than_eagle_heads_for_their_32k_draft_vocabulary():
+    rows = [
+        dict(target="llama-3.1-8b", gpu="h100-sxm", method=m, k=3, mean_accepted_tokens=2.5)
+        for m in ("eagle", "eagle3")
+    ]
+    e1, e3 = predict(pd.DataFrame(rows))["draft_step_ms"]
+    assert e3 < e1
+
+
+def test_on_the_tables_70b_tp4_speedup_falls_with_batch_and_crosses_below_one():
+    batches = [2, 4, 8, 16, 32, 64, 128, 256]
+    rows = [
+        dict(
+            target="llama-3.3-70b",
+            gpu="h100-sxm",
+            num_gpus=4,
+            method="draft_model",
+            draft="llama-3.2-1b",
+            k=5,
+            acceptance_rate=0.7,
+            batch_size=b,
+            prompt_len=512,
+            output_len=256,
+        )
+        for b in batches
+    ]
+    out = predict(pd.DataFrame(rows))
+    assert out["latency_source"].astype(str).str.startswith("kernels:").all()
+    speedup = out["speedup"].to_numpy()
+    assert speedup[0] > 1.5 and (np.diff(speedup) < 0).all() and speedup[-1] < 1.0
