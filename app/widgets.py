@@ -42,6 +42,7 @@ import streamlit as st
 from app import sim
 from app.presets import MEASURED, WORKLOADS, Prior
 from simulator.errors import InputError
+from simulator.kernels.tables import ENGINE_CHOICES
 from simulator.preflight import checklist
 from simulator.scenarios import K_LIMIT
 from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
@@ -166,6 +167,7 @@ class Scenario:
     gpu_hourly_usd: float | None = None
     temperature: float = 0.0
     """Sampling temperature; above 0 the step pays the rejection sampler."""
+    engine: str = "vllm"
 
     @property
     def speculative(self) -> bool:
@@ -183,6 +185,7 @@ class Scenario:
             "kv_dtype": self.kv_dtype,
             "prompt_len": self.prompt_len,
             "output_len": self.output_len,
+            "engine": self.engine,
         }
         if self.speculative:
             out.update(self.acceptance)
@@ -275,6 +278,7 @@ LINK_PARAMS = frozenset(
         # scenario from page to page, so one page's parameter is no stranger on another.
         "batch_size",
         "draft",
+        "engine",
         "gpu",
         "gpu_hourly_usd",
         "gpu_memory_utilization",
@@ -513,6 +517,15 @@ def _scenario_sidebar() -> Scenario:
     )
     weight_dtype = released if weights == RELEASED else weights
     kv_dtype = c2.selectbox("KV cache", list(KV_DTYPES), key="kv_dtype", **BIND)
+    engine = sb.selectbox(
+        "Engine",
+        list(ENGINE_CHOICES),
+        key="engine",
+        help="The serving engine: its measured kernel tables (aiconfigurator-core) price the "
+        "steps on the GPUs they cover, with its host costs, and the launch flags follow it; "
+        "'other' prices on the roofline.",
+        **BIND,
+    )
 
     workload, alpha, acceptance = _acceptance_inputs(sb, method, target)
     temperature = sb.number_input(
@@ -574,6 +587,7 @@ def _scenario_sidebar() -> Scenario:
         num_gpus=int(num_gpus),
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
+        engine=str(engine),
         workload=workload,
         alpha=alpha,
         acceptance=acceptance,

@@ -243,7 +243,8 @@ def _predict(
         )
         offset += len(table)
         if devices:
-            used = used or not result["latency_source"].astype(str).eq("roofline").all()
+            src = result["latency_source"].astype(str)
+            used = used or not (src.eq("roofline") | src.str.startswith("kernels:")).all()
             asked |= set(result["gpu"].astype(str))
         yield result
     _warn_unused_profiles(used, asked, devices, args)
@@ -398,6 +399,10 @@ def cmd_sweep(args) -> int:
 def cmd_validate(args) -> int:
     from simulator.published import format_summary, load_published, score, summarise
 
+    if (args.published is None) == (args.serving is None):
+        raise InputError("give one of --published or --serving", field="--published")
+    if args.serving is not None:
+        return _validate_serving(args)
     check_file(args.published, "--published")
     gpus, models = _catalogs(args)
     errors = score(load_published(args.published), gpus=gpus, models=models, source=args.published)
@@ -414,6 +419,23 @@ def cmd_validate(args) -> int:
         from library.cli import save_validation_run
 
         save_validation_run(args.save, errors, summarise(errors), source=args.published)
+    return 0
+
+
+def _validate_serving(args) -> int:
+    """`validate --serving`: absolute TPOT and TTFT against measured serving runs."""
+    from simulator import serving_runs
+
+    path = serving_runs.bundled_runs_path() if args.serving == "bundled" else args.serving
+    check_file(str(path), "--serving")
+    gpus, models = _catalogs(args)
+    runs = serving_runs.load_runs(path, models)
+    if runs.empty:
+        raise InputError("holds no run this model can price", file=str(path))
+    errors = serving_runs.score(runs, gpus=gpus, models=models, kernels=not args.roofline)
+    _write_table(errors, args.out)
+    print(serving_runs.format_summary(serving_runs.summarise(errors)))
+    print(f"wrote {len(errors)} scored runs to {args.out}", file=sys.stderr)
     return 0
 
 
@@ -636,6 +658,9 @@ def cmd_columns(args) -> int:
     for c in COLUMNS:
         default = "" if c.default is None else f" (default {c.default!r})"
         print(f"{c.name:26s} {c.help}{default}")
+    from simulator.kernels.tables import engine_versions
+
+    print(f"{'':26s} engine versions with kernel tables: {', '.join(engine_versions())}")
     print()
     print("predict and sweep write these columns, then the outputs (any of them by name with")
     print("--columns; units: ms, tokens/s, GB = 2**30 bytes, $ per 1M generated tokens):")
@@ -724,8 +749,16 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser(
         "validate", help="score the model against published measurements, one row per case"
     )
+    v.add_argument("--published", help="published set, e.g. data/validation/published.csv")
     v.add_argument(
-        "--published", required=True, help="published set, e.g. data/validation/published.csv"
+        "--serving",
+        help="measured serving runs in aiconfigurator-core's silicon_sample.csv layout "
+        "('bundled': the copy the installed package ships); scores absolute TPOT and TTFT",
+    )
+    v.add_argument(
+        "--roofline",
+        action="store_true",
+        help="with --serving: price every run on the roofline (the model before kernel tables)",
     )
     v.add_argument("--out", required=True, help="errors per case (.csv or .parquet)")
     v.add_argument(

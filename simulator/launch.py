@@ -149,3 +149,78 @@ def sglang_command(
             shlex.quote(a) for a in args
         )
     return " ".join(shlex.quote(a) for a in args)
+
+
+_TRTLLM_DECODING = {
+    "eagle3": "Eagle3",
+    "draft_model": "DraftTarget",
+    "mtp": "MTP",
+    "ngram": "NGram",
+}
+"""TensorRT-LLM PyTorch-backend `speculative_config.decoding_type` per method (its
+speculative-decoding docs: EAGLE 3, draft/target, MTP, NGram; EAGLE-1/2 and Medusa heads
+run only on its older TensorRT backend)."""
+
+
+def trtllm_command(
+    *,
+    target: ModelSpec,
+    method: str,
+    k: int,
+    num_gpus: int,
+    gpu_memory_utilization: float,
+    max_model_len: int,
+    max_num_seqs: int,
+    draft: ModelSpec | None = None,
+    head_repo: str = "",
+    kv_dtype: str = "bf16",
+) -> str:
+    """`trtllm-serve` and the `--extra_llm_api_options` YAML it reads: K is
+    `max_draft_len` (MTP: `num_nextn_predict_layers`), a chain of K drafted tokens."""
+    args = [
+        "trtllm-serve",
+        _repo(target, target.id),
+        "--tp_size",
+        str(num_gpus),
+        "--kv_cache_free_gpu_memory_fraction",
+        f"{gpu_memory_utilization:g}",
+        "--max_seq_len",
+        str(max_model_len),
+        "--max_batch_size",
+        str(max_num_seqs),
+    ]
+    yaml = []
+    if kv_dtype == "fp8":
+        yaml += ["kv_cache_config:", "  dtype: fp8"]
+    if method in ("eagle", "medusa") and k > 0:
+        note = f"# TensorRT-LLM's PyTorch backend has no {method} heads; use vLLM or SGLang\n"
+        return note + " ".join(shlex.quote(a) for a in args)
+    if method in _TRTLLM_DECODING and k > 0:
+        yaml += ["speculative_config:", f"  decoding_type: {_TRTLLM_DECODING[method]}"]
+        if method == "mtp":
+            yaml.append(f"  num_nextn_predict_layers: {int(k)}")
+        else:
+            yaml.append(f"  max_draft_len: {int(k)}")
+        if method == "draft_model":
+            yaml.append(f"  speculative_model: {_repo(draft, draft.id if draft else '<draft>')}")
+        elif method == "eagle3":
+            yaml.append(f"  speculative_model: {head_repo or f'<eagle3 head for {target.id}>'}")
+    if not yaml:
+        return " ".join(shlex.quote(a) for a in args)
+    args += ["--extra_llm_api_options", "spec.yaml"]
+    body = "\n".join(yaml)
+    return f"cat > spec.yaml <<'EOF'\n{body}\nEOF\n" + " ".join(shlex.quote(a) for a in args)
+
+
+def engine_command(engine: str, **kwargs) -> str:
+    """The launch command of the scenario's `engine` (vllm, sglang or trtllm; `other` gets
+    vLLM's as the reference form), with K mapped onto that engine's own flags."""
+    if engine == "sglang":
+        kwargs.pop("weight_dtype", None)
+        kwargs.pop("ranges", None)
+        return sglang_command(**kwargs)
+    if engine == "trtllm":
+        kwargs.pop("weight_dtype", None)
+        kwargs.pop("ranges", None)
+        return trtllm_command(**kwargs)
+    return vllm_command(**kwargs)

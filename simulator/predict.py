@@ -115,6 +115,7 @@ LOW_ACCEPTANCE_WARN = 0.55
 HIGH_K_WARN = 8
 
 _KEY_COLUMNS = ("target", "draft", "gpu", "weight_dtype", "kv_dtype")
+_CODE_COLUMNS = (*_KEY_COLUMNS, "serving", "engine", "engine_version")
 _GROUP_COLUMNS = ("target", "draft", "weight_dtype", "kv_dtype")
 _ROW_INPUTS = (
     "num_gpus",
@@ -166,6 +167,7 @@ def predict(
     source: str = "scenarios",
     break_even: bool = True,
     row_offset: int = 0,
+    kernels: bool = True,
 ) -> pd.DataFrame:
     """Predict latency, throughput, memory and cost for every scenario row.
 
@@ -173,7 +175,9 @@ def predict(
     measured ones where a profile covers the point. `break_even=False` skips the
     break-even acceptance (a Newton solve per row, a fifth of the time; the column is then
     NaN). `row_offset` shifts the row numbers errors report when `scenarios` is a block
-    of a larger table. Raises `InputError` on bad input.
+    of a larger table. `kernels=False` prices every row on the roofline, as before the
+    kernel tables (`simulator.kernels`) priced the GPUs and engines they cover. Raises
+    `InputError` on bad input.
     """
     import pandas as pd
 
@@ -185,7 +189,7 @@ def predict(
         sc = validate_scenarios(scenarios, gpus, models, source=source, row_offset=row_offset)
     except InputError as exc:
         raise _first_error(exc, scenarios, gpus, models, source, row_offset) from None
-    outputs = _evaluate_table(sc, gpus, models, defaults, calibration, break_even)
+    outputs = _evaluate_table(sc, gpus, models, defaults, calibration, break_even, kernels)
     return pd.DataFrame({**sc.columns(), **outputs}, copy=False)
 
 
@@ -260,10 +264,9 @@ def _plan(sc: ScenarioArrays, calibration) -> tuple[np.ndarray | None, list]:
     return order, pieces
 
 
-def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict:
+def _evaluate_table(sc, gpus, models, defaults, calibration, break_even, kernels=True) -> dict:
     """Every output column for the validated table `sc`, priced piece by piece in the
     order `_plan` gives and returned in the table's own order."""
-    import pandas as pd
 
     n = sc.n
     ignored = sc.ignored
@@ -275,7 +278,7 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
 
         sc = ScenarioArrays(
             n=n,
-            codes={c: ordered(sc.codes[c], c) for c in (*_KEY_COLUMNS, "serving")},
+            codes={c: ordered(sc.codes[c], c) for c in _CODE_COLUMNS},
             categories=sc.categories,
             values={c: ordered(sc.values[c], c) for c in _ROW_INPUTS},
             positions=None if sc.positions is None else sc.positions.take(order, axis=0),
@@ -286,7 +289,8 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
     out["fits"] = np.empty(n, dtype=bool)
     status_bits = np.empty(n, dtype=np.int64)
     warning_bits = np.empty(n, dtype=np.int64)
-    labels = np.zeros(n, dtype=object) if calibration is not None else None
+    label_codes = np.zeros(n, dtype=np.int16)
+    label_names = {"roofline": 0}
     model_specs = tuple(models.values())
     gpu_specs = tuple(gpus[key] for key in sc.categories["gpu"])
     try:
@@ -298,15 +302,15 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
     # contention of a second (on two cores, bench/sweep.py's table ran 10-15% slower).
     for method, uniform, rows in pieces:
         res = _evaluate(
-            sc, rows, method, uniform, catalog, defaults, calibration, break_even, models
+            sc, rows, method, uniform, catalog, defaults, calibration, break_even, kernels
         )
         for c in _FLOAT_OUTPUTS:
             out[c][rows] = res[c]
         out["fits"][rows] = res["fits"]
         status_bits[rows] = res["status"]
         warning_bits[rows] = res["warnings"]
-        if labels is not None:
-            labels[rows] = res["latency_source"]
+        if res.get("latency_source") is not None:
+            label_codes[rows] = _label_codes(res["latency_source"], label_names)
     if order is not None:
         inv = np.empty(n, dtype=np.intp)
         inv[order] = np.arange(n)
@@ -314,12 +318,8 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
             out[c] = out[c].take(inv)
         status_bits = status_bits.take(inv)
         warning_bits = warning_bits.take(inv)
-        if labels is not None:
-            labels = labels.take(inv)
-    if labels is None:
-        source_col = categorical(np.zeros(n, dtype=np.int8), ["roofline"])
-    else:
-        source_col = pd.Categorical(labels.astype(str))
+        label_codes = label_codes.take(inv)
+    source_col = categorical(label_codes, list(label_names))
     columns = {c: out[c] for c in _FLOAT_OUTPUTS}
     columns["latency_source"] = source_col
     columns["fits"] = out["fits"]
@@ -330,10 +330,28 @@ def _evaluate_table(sc, gpus, models, defaults, calibration, break_even) -> dict
     return {c: columns[c] for c in OUTPUT_COLUMNS}
 
 
+def _label_codes(labels, names: dict) -> np.ndarray:
+    """A piece's `latency_source` labels (an array of names, or (codes, names)) as codes
+    into `names` (extended in place)."""
+    if isinstance(labels, tuple):
+        codes, uniques = labels
+    else:
+        codes, uniques = pd_factorize(np.asarray(labels, dtype=object))
+    lookup = np.array([names.setdefault(str(u), len(names)) for u in uniques], dtype=np.int16)
+    return lookup[codes]
+
+
+def pd_factorize(values):
+    import pandas as pd
+
+    return pd.factorize(values)
+
+
 @functools.lru_cache(maxsize=8)
 def _catalog(model_specs: tuple, gpu_specs: tuple) -> _Catalog:
     """The catalogs as arrays, built once per catalog (specs are frozen, so hashable)."""
     return _Catalog(
+        model_specs=model_specs,
         models=ModelArrays.from_specs(list(model_specs)),
         drafts=ModelArrays.from_specs([None, *model_specs]),
         gpus=list(gpu_specs),
@@ -347,6 +365,7 @@ class _Catalog:
     """The catalogs as arrays: `models` indexed by target code, `drafts` by draft code
     (0 = no draft model), `gpus` by GPU code."""
 
+    model_specs: tuple
     models: ModelArrays
     drafts: ModelArrays
     gpus: list
@@ -354,13 +373,13 @@ class _Catalog:
     window: np.ndarray
 
 
-def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, break_even, models):
+def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, break_even, kernels):
     """Every output of the rows `rows` of `sc`, which share `method_name` (and, when
     `uniform`, the `_GROUP_COLUMNS` ids: target, draft and dtypes; the GPU stays per row):
     arrays of len(rows), or scalars where uniform."""
     n = rows.stop - rows.start if isinstance(rows, slice) else len(rows)
     val = {c: sc.values[c][rows] for c in _ROW_INPUTS}
-    codes = {c: sc.codes[c][rows] for c in (*_KEY_COLUMNS, "serving")}
+    codes = {c: sc.codes[c][rows] for c in _CODE_COLUMNS}
     if uniform:
         codes.update({c: int(codes[c][0]) for c in _GROUP_COLUMNS})
     t_code, d_code, g_code = codes["target"], codes["draft"], codes["gpu"]
@@ -520,6 +539,14 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
     in_steady = _mask(codes["serving"] == SERVING_MODES.index("steady"))
     sampled = _mask(val["temperature"] > 0)
     draft_forwards = k if is_draft else 0.0
+    kplan = None
+    if kernels:
+        kplan = _kernel_plan(sc, codes, catalog, n, val["num_gpus"], is_draft)
+    if kplan is not None and calibration is not None:
+        # A profiled device keeps its profile; the kernel tables price the others.
+        profiled = np.isin(gpu_ids, [*calibration.gpus, *calibration.fits])
+        kplan = replace(kplan, covered=kplan.covered & ~profiled)
+        kplan = replace(kplan, group=np.where(kplan.covered, kplan.group, -1))
 
     def spec_prefill_ms(tokens):
         """Prefill time per speculative step: the target's and the draft's."""
@@ -627,6 +654,15 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
             spec_step = d_step + v_step + defaults.verify_overhead_ms + pf_spec_ms + host_spec
         else:
             pf_spec, pf_spec_ms, host_spec, spec_step = 0.0, 0.0, 0.0, base_step
+        if kplan is not None:
+            return _kernel_priced(
+                kplan,
+                method_name,
+                locals(),
+                dict(context=context, d_context=d_context, k=k, verify=verify),
+                dict(prompt=prompt, heads=heads, sampled=sampled, t=t, hw=hw, tp=tp),
+                defaults,
+            )
         return _Priced(
             t_step=t_step,
             v_step=v_step,
@@ -746,6 +782,11 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
         one = np.broadcast_to(one, (n,))
         at_two, at_one = spec_prefill_ms(np.stack((2.0 * one, one)))
         per_tau = at_two - at_one
+        if kplan is not None:  # the kernel tables' prefill is linear in the tokens
+            from simulator.kernels import source as kernel_source
+
+            kernel = kernel_source.spec_prefill_ms(kplan, method_name, one, prompt)
+            per_tau = np.where(kplan.covered, kernel, per_tau)
         be = _break_even_alpha(
             True, spec_step, tau, per_tau, base_step, b_base, b_spec, k, open_loop
         )
@@ -798,8 +839,7 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
         "status": status_bits,
         "warnings": warning_bits,
     }
-    if calibration is not None:
-        res["latency_source"] = priced.source
+    res["latency_source"] = priced.source
     return res
 
 
@@ -846,6 +886,133 @@ def _extend_measured(positions, k, methods, mtp_depth) -> np.ndarray:
                 decay = replace(decay, depth=float(depth))
         out[sel] = acceptance.extend_measured(positions[sel], k_max, decay)
     return out
+
+
+def _kernel_plan(sc, codes, catalog, n, num_gpus, is_draft):
+    """The kernel-table plan of a piece's rows (`simulator.kernels.source`), or None when
+    no row of it has tables (its GPUs or dtypes have none)."""
+    from simulator.kernels import source as kernel_source
+
+    names = {c: sc.categories[c] for c in ("gpu", "engine", "engine_version")}
+    names.update(weight_dtype=sc.categories["weight_dtype"], kv_dtype=sc.categories["kv_dtype"])
+    if not any(g in kernel_source.tables.SYSTEMS for g in names["gpu"]):
+        return None
+    cols = ("target", "draft", "gpu", "engine", "engine_version", "weight_dtype", "kv_dtype")
+    row_codes = {c: np.broadcast_to(codes[c], (n,)) for c in cols}
+    tp = np.broadcast_to(num_gpus, (n,))
+    tp_codes = np.unique(tp, return_inverse=True)[1]
+    draft_model = is_draft is True or bool(np.any(is_draft))
+
+    def resolve(i):
+        c = {col: int(row_codes[col][i]) for col in cols}
+        draft = catalog.model_specs[c["draft"] - 1] if c["draft"] > 0 else None
+        return kernel_source.resolve(
+            catalog.model_specs[c["target"]],
+            draft,
+            names["gpu"][c["gpu"]],
+            names["engine"][c["engine"]],
+            names["engine_version"][c["engine_version"]],
+            names["weight_dtype"][c["weight_dtype"]],
+            names["kv_dtype"][c["kv_dtype"]],
+            int(tp[i]),
+            draft_model,
+        )
+
+    plan = kernel_source.plan_rows([*row_codes.values(), tp_codes], resolve)
+    return plan if plan.target is not None else None
+
+
+def _merged_labels(kplan, labels):
+    """The kernel plan's labels, or with a profile's labels where the plan does not cover
+    a row (a profiled device)."""
+    if labels is None:
+        return kplan.labels
+    codes, names = kplan.labels
+    kernel = np.asarray(names, dtype=object)[codes]
+    return np.where(kplan.covered, kernel, labels)
+
+
+def _has_engine_costs(defaults) -> bool:
+    """False for `ModelDefaults.without_engine()` (every engine_* term zero): the kernel
+    path then leaves out the engines' host costs as the roofline does."""
+    return any(
+        getattr(defaults, f) != 0.0
+        for f in defaults.__dataclass_fields__
+        if f.startswith("engine_")
+    )
+
+
+def _kernel_priced(kplan, method_name, p, lengths, extra, defaults) -> _Priced:
+    """The roofline's per-step times `p` (price()'s locals) with the kernel tables' where
+    the plan covers a row: device times from the tables, host costs the engine's."""
+    from simulator.kernels import source as kernel_source
+
+    spec_on = method_name != "none"
+    b_base, b_spec = p["b_base"], p["b_spec"]
+    kt = kernel_source.step_times(
+        kplan,
+        method_name,
+        b_base=b_base,
+        b_spec=b_spec,
+        verify=lengths["verify"],
+        context=lengths["context"],
+        d_context=lengths["d_context"],
+        k=lengths["k"],
+        medusa_heads=extra["heads"],
+        prompt=extra["prompt"],
+        pf_base=p["pf_base"],
+        pf_spec=p["pf_spec"] if spec_on else 0.0,
+        host=_has_engine_costs(defaults),
+    )
+    on = kplan.covered
+
+    def pick(kernel, roof):
+        return np.where(on, kernel, roof)
+
+    t_step = pick(kt.target, p["t_step"])
+    pf_base_ms = pick(kt.prefill_base, p["pf_base_ms"])
+    host_base = pick(kt.host_base, p["host_base"])
+    base_step = t_step + pf_base_ms + host_base
+    v_step, d_step = p["v_step"], p["d_step"]
+    pf_spec_ms, host_spec, spec_step = p["pf_spec_ms"], p["host_spec"], base_step
+    if spec_on:
+        hw, t = extra["hw"], extra["t"]
+        sampled_extra = (
+            steady.get_engine_round_ms(
+                True,
+                extra["sampled"],
+                0.0,
+                b_spec,
+                lengths["k"],
+                t.vocab_size,
+                hw.bw_gbps,
+                extra["tp"],
+                defaults,
+            )
+            - defaults.engine_round_ms
+        )
+        v_step = pick(kt.verify, v_step)
+        d_step = pick(kt.draft, d_step)
+        pf_spec_ms = pick(kt.prefill_spec, pf_spec_ms)
+        host_spec = pick(kt.host_spec + sampled_extra, host_spec)
+        spec_step = pick(
+            d_step + v_step + pf_spec_ms + host_spec,
+            p["spec_step"],
+        )
+    return _Priced(
+        t_step=t_step,
+        v_step=v_step,
+        d_step=d_step,
+        pf_base=p["pf_base"],
+        pf_spec=p["pf_spec"],
+        pf_base_ms=pf_base_ms,
+        pf_spec_ms=pf_spec_ms,
+        host_base=host_base,
+        host_spec=host_spec,
+        base_step=base_step,
+        spec_step=spec_step,
+        source=_merged_labels(kplan, p["labels"]),
+    )
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simulator.errors import InputError, not_a_number
+from simulator.kernels.tables import ENGINE_CHOICES, engine_versions
 from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES, GPUSpec, ModelSpec
 from simulator.steady import SERVING_MODES
 
@@ -103,6 +104,19 @@ COLUMNS: tuple[Column, ...] = (
         "steady: continuous batching, each step also prefills the prompts of the requests "
         "that replace finished ones; decode_only: the isolated decode step",
     ),
+    Column(
+        "engine",
+        "vllm",
+        "serving engine: vllm, sglang or trtllm (their measured kernel tables price the "
+        "steps, with the engine's host costs, and set the launch flags), or other (an engine "
+        "without tables: the roofline prices it)",
+    ),
+    Column(
+        "engine_version",
+        "",
+        "version of the engine's kernel tables (e.g. 0.24.0); default the newest bundled for "
+        "the GPU (`simulator columns` lists them)",
+    ),
 )
 INPUT_COLUMNS = tuple(c.name for c in COLUMNS)
 DEFAULT_K_SPECULATIVE = 3
@@ -186,7 +200,17 @@ POSITIONS_LIMIT = 64
 """Most per-position rates one cell may list: K is at most `K_LIMIT`, and each listed
 position costs a column of the (rows, positions) array."""
 
-TEXT_COLUMNS = ("target", "method", "draft", "gpu", "weight_dtype", "kv_dtype", "serving")
+TEXT_COLUMNS = (
+    "target",
+    "method",
+    "draft",
+    "gpu",
+    "weight_dtype",
+    "kv_dtype",
+    "serving",
+    "engine",
+    "engine_version",
+)
 NUMERIC_COLUMNS = _INT_COLUMNS + _FLOAT_COLUMNS
 """Columns read as numbers and as text (what a columnar reader may type on reading)."""
 _DEFAULT = {c.name: c.default for c in COLUMNS}
@@ -614,9 +638,11 @@ def validate_scenarios(
         "weight_dtype": list(WEIGHT_DTYPES),
         "kv_dtype": list(KV_DTYPES),
         "serving": list(SERVING_MODES),
+        "engine": list(ENGINE_CHOICES),
+        "engine_version": ["", *engine_versions()],
     }
     text = {
-        c: _text(cols.get(c), n, known[c], _DEFAULT[c] or "", c in ("method", "serving"))
+        c: _text(cols.get(c), n, known[c], _DEFAULT[c] or "", c in ("method", "serving", "engine"))
         for c in TEXT_COLUMNS
     }
     target, method, draft, gpu = (text[c] for c in ("target", "method", "draft", "gpu"))
@@ -650,6 +676,8 @@ def validate_scenarios(
         ("weight_dtype", WEIGHT_DTYPES),
         ("kv_dtype", KV_DTYPES),
         ("serving", SERVING_MODES),
+        ("engine", ENGINE_CHOICES),
+        ("engine_version", known["engine_version"][1:]),
     ):
         t = text[col]
         check.fail_where(

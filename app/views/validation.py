@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import engine_imports, sim, widgets
+from app import engine_imports, serving_runs_view, sim, widgets
 from app import figures_validation as fv
 from simulator.errors import InputError
 from simulator.published import Summary, summarise
@@ -52,8 +52,8 @@ def _bundled() -> dict[str, Path]:
 
 
 st.title("Validation")
-published_tab, machine_tab, engine_tab = st.tabs(
-    ["Published measurements", "Real runs on this machine", "Your engine"]
+published_tab, machine_tab, serving_tab, engine_tab = st.tabs(
+    ["Published measurements", "Real runs on this machine", "Serving runs", "Your engine"]
 )
 
 with engine_tab:
@@ -233,3 +233,6 @@ with machine_tab:
     )
     with st.expander("All points"):
         st.dataframe(view, hide_index=True, key="validation_all")
+
+with serving_tab:
+    serving_runs_view.render()

@@ -167,3 +167,18 @@ def test_reversals_count_the_sign_right_not_below_1_1():
     assert right < len(rev)  # some published slowdowns are predicted as speed-ups: say so
     text = " ".join(c.value for c in at.main.caption)
     assert f"{len(rev) - right} predicted as speed-ups" in text
+
+
+def test_serving_runs_tab_scores_the_bundled_runs_and_toggles_the_roofline():
+    at = AppTest.from_file(str(ROOT / "app/streamlit_app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("views/validation.py").run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["runs"] == "559"
+    kernels = metrics["median |TPOT error|"]
+    at.toggle(key="serving_roofline").set_value(True).run()
+    assert not at.exception
+    roofline = {m.label: m.value for m in at.metric}["median |TPOT error|"]
+    assert roofline != kernels
+    assert len(at.dataframe) >= 5

@@ -25,7 +25,11 @@ def test_eagle3_is_an_eagle_head_with_a_wider_fusion():
     h = default_models()["llama-3.1-8b"].hidden_size
     extra = (e3["draft_weights_gb"] - e1["draft_weights_gb"]) * 2**30 / 2  # bf16 params
     assert extra == pytest.approx(h * h, rel=1e-6)
-    assert e3["draft_step_ms"] > e1["draft_step_ms"]
+    # On the roofline the wider fusion costs more; on the kernel tables the EAGLE-3 head's
+    # 32k-token draft vocabulary makes it cheaper (test_kernels).
+    r1 = _one(method="eagle", k=3, mean_accepted_tokens=2.5, engine="other")
+    r3 = _one(method="eagle3", k=3, mean_accepted_tokens=2.5, engine="other")
+    assert r3["draft_step_ms"] > r1["draft_step_ms"]
     assert e3["status"] == "ok"
 
 

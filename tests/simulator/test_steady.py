@@ -33,7 +33,7 @@ def _one(**row):
 
 
 def test_prefill_tokens_and_time_by_hand():
-    row = _one(**EAGLE_8B)
+    row = _one(**EAGLE_8B, engine="other")  # the roofline's prefill (kernels: test_kernels)
     # B * tau * P / O with speculation, B * P / O without.
     assert row["prefill_tokens_per_step_spec"] == pytest.approx(16 * 2.5 * 1024 / 256)
     assert row["prefill_tokens_per_step_baseline"] == pytest.approx(16 * 1024 / 256)
@@ -59,14 +59,15 @@ def test_decode_only_has_no_prefill_and_speculation_pays_more_without_it():
 
 
 def test_engine_costs_are_charged_per_step_per_draft_forward_and_per_round():
-    row = _one(**{**EAGLE_8B, "method": "draft_model", "draft": "llama-3.2-1b"})
+    roofline = {**EAGLE_8B, "method": "draft_model", "draft": "llama-3.2-1b", "engine": "other"}
+    row = _one(**roofline)
     d = DEFAULTS
     assert row["engine_ms_baseline"] == pytest.approx(d.engine_step_ms + d.engine_per_seq_ms * 16)
     expected = d.engine_step_ms + d.engine_per_seq_ms * 16 + d.engine_round_ms
     expected += 3 * d.engine_draft_forward_ms
     assert row["engine_ms_spec"] == pytest.approx(expected)
     bare = predict(
-        pd.DataFrame([{**EAGLE_8B, "method": "draft_model", "draft": "llama-3.2-1b"}]),
+        pd.DataFrame([roofline]),
         defaults=DEFAULTS.without_engine(),
     ).iloc[0]
     assert bare["engine_ms_spec"] == 0 and bare["speedup"] > row["speedup"]

@@ -1,0 +1,72 @@
+"""The Validation page's "Serving runs" tab: absolute TPOT and TTFT against the measured
+serving runs aiconfigurator-core ships (`python -m simulator validate --serving bundled`)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from simulator import serving_runs
+
+
+@st.cache_resource(show_spinner="Pricing the serving runs…", max_entries=2)
+def _scored(kernels: bool):
+    """The bundled runs scored once per session source (the file ships with the package)."""
+    from simulator.catalog import default_models
+
+    runs = serving_runs.load_runs(serving_runs.bundled_runs_path(), default_models())
+    return serving_runs.score(runs, kernels=kernels)
+
+
+def _figure(errors) -> go.Figure:
+    fig = go.Figure()
+    for engine, part in errors.groupby("engine"):
+        fig.add_scatter(
+            x=part["measured_tpot_ms"],
+            y=part["predicted_tpot_ms"],
+            mode="markers",
+            name=str(engine),
+            text=part["target"] + " · " + part["gpu"] + " · TP" + part["num_gpus"].astype(str),
+            hovertemplate="%{text}<br>measured %{x:.1f} ms, predicted %{y:.1f} ms",
+        )
+    top = float(errors[["measured_tpot_ms", "predicted_tpot_ms"]].max().max())
+    fig.add_scatter(x=[0, top], y=[0, top], mode="lines", name="exact", line={"dash": "dot"})
+    fig.update_layout(
+        xaxis_title="measured TPOT (ms)", yaxis_title="predicted TPOT (ms)", height=420
+    )
+    return fig
+
+
+def render() -> None:
+    st.caption(
+        "Absolute time per output token against 559 measured serving runs (aiconfigurator-core "
+        "0.12.0 `systems/silicon_sample.csv`, Apache-2.0: Llama-3.1-8B/70B and Qwen3-32B in "
+        "fp8 on H100, H200 and B200 with vLLM, SGLang and TensorRT-LLM, aggregated serving, "
+        "tensor parallelism 1-8, concurrency 4-512). Each run is priced as `simulator predict` "
+        "would: method none, steady serving, batch = concurrency. Measured TTFT includes "
+        "queueing; the predicted one is the prompt's prefill alone. `python -m simulator "
+        "validate --serving bundled --out tpot_errors.csv` reproduces these tables."
+    )
+    roofline = st.toggle(
+        "Price on the roofline (the model before the kernel tables)", key="serving_roofline"
+    )
+    errors = _scored(not roofline)
+    tables = serving_runs.summarise(errors)
+    overall = tables.pop("overall").iloc[0]
+    c1, c2, c3 = st.columns(3)
+    c1.metric("runs", int(overall["runs"]))
+    c2.metric("median |TPOT error|", f"{100 * overall['tpot_median_abs']:.1f}%")
+    c3.metric("signed median", f"{100 * overall['tpot_signed']:+.1f}%")
+    st.plotly_chart(_figure(errors), key="serving_runs_figure")
+    for name, table in tables.items():
+        st.markdown(f"**By {name}** (percent)")
+        shown = table.copy()
+        for c in ("tpot_median_abs", "tpot_signed", "ttft_median_abs"):
+            shown[c] = (100 * shown[c]).round(1)
+        st.dataframe(shown, key=f"serving_runs_{name}")
+    st.download_button(
+        "Download the errors per run (CSV)",
+        errors.to_csv(index=False).encode(),
+        file_name="tpot_errors.csv",
+        key="serving_runs_download",
+    )

@@ -1,0 +1,1 @@
+"""Step times from measured kernel tables (aiconfigurator-core), per engine."""

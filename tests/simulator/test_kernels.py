@@ -1,0 +1,256 @@
+"""Step times from aiconfigurator-core's measured kernel tables (simulator/kernels/)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulator.catalog import DATA_DIR, default_models
+from simulator.errors import InputError
+from simulator.kernels import tables
+from simulator.kernels.source import get_surface, shape_of
+from simulator.predict import predict
+
+REFERENCE = DATA_DIR / "validation" / "kernel_reference_h200.csv"
+
+
+@pytest.mark.parametrize("engine", tables.ENGINES)
+@pytest.mark.parametrize("system", ["h100_sxm", "h200_sxm", "b200_sxm"])
+def test_the_tables_relied_on_are_where_and_what_they_were(system, engine):
+    version = tables.resolve_version(system, engine)
+    assert version is not None, f"no {engine} GEMM/attention tables for {system}"
+    for table in ("gemm", "generation_attention", "context_attention"):
+        df = tables.load_table(str(tables.table_path(system, engine, version, table)), table)
+        assert set(tables.REQUIRED_COLUMNS[table]) <= set(df.columns)
+        assert len(df) > 100
+    ar = tables.allreduce_table(system, engine, version)
+    assert ar is not None and set(tables.REQUIRED_COLUMNS["allreduce"]) <= set(ar.columns)
+
+
+def test_a_moved_table_fails_loudly(tmp_path):
+    with pytest.raises(tables.KernelTableError, match="not found"):
+        tables.load_table(str(tmp_path / "gemm_perf.parquet"), "gemm")
+    pd.DataFrame({"m": [1], "latency": [0.1]}).to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(tables.KernelTableError, match="missing"):
+        tables.load_table(str(tmp_path / "bad.parquet"), "gemm")
+
+
+def test_decode_step_matches_the_engines_own_estimates_on_h200():
+    ref = pd.read_csv(REFERENCE)
+    assert ref["source"].str.contains("aiconfigurator-core").all()
+    scen = pd.DataFrame(
+        {
+            "target": ref["model"],
+            "gpu": ref["gpu"],
+            "engine": ref["engine"],
+            "engine_version": ref["engine_version"],
+            "weight_dtype": ref["weight_dtype"],
+            "kv_dtype": ref["kv_dtype"],
+            "batch_size": ref["batch_size"],
+            "prompt_len": ref["context_len"],
+            "output_len": 2,
+            "serving": "decode_only",
+        }
+    )
+    out = predict(scen)
+    assert (out["context_len"] == ref["kv_len"]).all()
+    assert out["latency_source"].astype(str).str.startswith("kernels:").all()
+    err = out["target_step_ms"].to_numpy() / ref["decode_ms"].to_numpy() - 1.0
+    worst = int(np.argmax(np.abs(err)))
+    assert np.abs(err).max() <= 0.10, ref.iloc[worst].to_dict()
+
+
+def test_latency_source_names_what_priced_each_row():
+    scen = pd.DataFrame(
+        {
+            "target": ["llama-3.1-8b"] * 5 + ["deepseek-v3"],
+            "gpu": ["h200", "h200", "mi300x", "h200", "h200", "h200"],
+            "engine": ["vllm", "sglang", "vllm", "other", "vllm", "vllm"],
+            "weight_dtype": ["bf16", "fp8", "bf16", "bf16", "int4", "fp8"],
+            "num_gpus": [1, 1, 1, 1, 1, 8],
+        }
+    )
+    src = predict(scen)["latency_source"].astype(str).tolist()
+    assert src[0] == "kernels:vllm-0.24.0/h200"
+    assert src[1] == "kernels:sglang-0.5.14/h200"
+    assert src[2:] == ["roofline"] * 4  # MI300X, no engine tables, int4, MoE
+
+
+def test_every_output_depends_on_the_engine():
+    base = {"target": "llama-3.1-70b", "gpu": "h200", "num_gpus": 4, "weight_dtype": "fp8"}
+    rows = [
+        {**base, "engine": e, "method": "eagle3", "acceptance_rate": 0.7} for e in tables.ENGINES
+    ]
+    out = predict(pd.DataFrame(rows))
+    for col in ("target_step_ms", "spec_step_ms", "engine_ms_spec", "speedup"):
+        assert out[col].nunique() == 3, col
+
+
+def test_an_unknown_engine_or_version_is_refused_naming_the_field():
+    with pytest.raises(InputError) as exc:
+        predict(pd.DataFrame({"target": ["llama-3.1-8b"], "gpu": ["h200"], "engine": ["tgi"]}))
+    assert exc.value.field == "engine"
+    bad = {"target": ["llama-3.1-8b"], "gpu": ["h200"], "engine_version": ["9.9"]}
+    with pytest.raises(InputError) as exc:
+        predict(pd.DataFrame(bad))
+    assert exc.value.field == "engine_version"
+
+
+def test_a_version_the_gpu_has_no_tables_for_falls_back_to_the_roofline():
+    scen = pd.DataFrame(
+        {
+            "target": ["llama-3.1-8b"],
+            "gpu": ["h200"],
+            "engine": ["vllm"],
+            "engine_version": ["0.14.0"],
+        }
+    )
+    assert predict(scen)["latency_source"].astype(str).tolist() == ["roofline"]
+
+
+def test_verify_reads_each_sequences_kv_once():
+    s = get_surface(
+        shape_of(default_models()["llama-3.1-8b"]), "h200", "vllm", "", "bf16", "bf16", 1
+    )
+    b, kv = np.array([1.0, 16.0, 64.0]), 2049.0
+    decode = s.forward_ms(b, 1.0, kv)
+    shared = s.forward_ms(b, 4.0, kv)
+    separate = s.forward_ms(b, 4.0, kv, separate=True)
+    assert (shared >= decode).all() and (separate > shared).all()
+    # Four queries over one KV read cost far less than four reads once attention dominates.
+    assert shared[-1] / decode[-1] < 1.3 < separate[-1] / decode[-1]
+
+
+def test_tensor_parallelism_adds_all_reduces_and_splits_the_gemms():
+    shape = shape_of(default_models()["llama-3.1-70b"])
+    one = get_surface(shape, "h200", "vllm", "", "fp8", "fp8", 1)
+    four = get_surface(shape, "h200", "vllm", "", "fp8", "fp8", 4)
+    assert 0.2 < four.forward_ms(8, 1, 2048) / one.forward_ms(8, 1, 2048) < 0.5
+
+
+def test_surfaces_evaluate_vectorised_and_interpolate_between_grid_points():
+    s = get_surface(
+        shape_of(default_models()["qwen3-32b"]), "h100-sxm", "trtllm", "", "fp8", "fp8", 2
+    )
+    b = np.arange(1.0, 300.0)
+    t = s.forward_ms(b, 1.0, 1536.0)
+    assert t.shape == b.shape and np.isfinite(t).all()
+    assert t[-1] > t[0]
+    mid = s.forward_ms(24.0, 1.0, 1536.0)
+    assert min(s.forward_ms(16.0, 1.0, 1536.0), s.forward_ms(32.0, 1.0, 1536.0)) <= mid
+    assert mid <= max(s.forward_ms(16.0, 1.0, 1536.0), s.forward_ms(32.0, 1.0, 1536.0))
+
+
+def test_prefill_chunks_cost_more_with_more_tokens_and_nothing_without():
+    s = get_surface(shape_of(default_models()["llama-3.1-8b"]), "h200", "vllm", "", "fp8", "fp8", 1)
+    assert s.prefill_ms(0.0, 1024.0) == 0.0
+    costs = s.prefill_ms(np.array([64.0, 512.0, 4096.0]), 1024.0)
+    assert (np.diff(costs) > 0).all()
+
+
+def test_kernel_rows_pay_their_engines_host_costs_per_step_round_and_draft_forward():
+    from simulator.defaults import DEFAULTS
+    from simulator.kernels.engines import ENGINE_HOST
+
+    row = dict(
+        target="llama-3.1-8b",
+        gpu="h100-sxm",
+        method="draft_model",
+        draft="llama-3.2-1b",
+        k=3,
+        mean_accepted_tokens=2.5,
+        batch_size=16,
+    )
+    for engine, h in ENGINE_HOST.items():
+        out = predict(pd.DataFrame([{**row, "engine": engine}])).iloc[0]
+        assert out["engine_ms_baseline"] == pytest.approx(h.step_ms + 16 * h.per_seq_ms)
+        expected = h.step_ms + 16 * h.per_seq_ms + h.round_ms + 3 * h.draft_forward_ms
+        assert out["engine_ms_spec"] == pytest.approx(expected)
+        assert out["baseline_step_ms"] == pytest.approx(
+            out["target_step_ms"] + out["prefill_ms_baseline"] + out["engine_ms_baseline"]
+        )
+    bare = predict(pd.DataFrame([row]), defaults=DEFAULTS.without_engine()).iloc[0]
+    assert bare["engine_ms_spec"] == 0 and bare["latency_source"].startswith("kernels:")
+
+
+def test_eagle_heads_cost_k_head_forwards_and_more_with_k():
+    rows = [
+        dict(target="llama-3.1-8b", gpu="h200", method="eagle", k=k, acceptance_rate=0.7)
+        for k in (1, 2, 4)
+    ]
+    d = predict(pd.DataFrame(rows))["draft_step_ms"].to_numpy()
+    assert d[1] == pytest.approx(2 * d[0]) and d[2] == pytest.approx(4 * d[0])
+
+
+def test_the_launch_command_follows_the_engine_and_maps_k_to_its_flags():
+    from simulator.launch import engine_command
+
+    models = default_models()
+    common = dict(
+        target=models["llama-3.1-8b"],
+        method="eagle3",
+        k=4,
+        num_gpus=2,
+        gpu_memory_utilization=0.9,
+        max_model_len=4096,
+        max_num_seqs=64,
+        head_repo="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+    )
+    assert '"num_speculative_tokens":4' in engine_command("vllm", **common)
+    sglang = engine_command("sglang", **common)
+    assert "--speculative-num-steps 4" in sglang and "--speculative-num-draft-tokens 5" in sglang
+    trt = engine_command("trtllm", **common)
+    assert "decoding_type: Eagle3" in trt and "max_draft_len: 4" in trt and "trtllm-serve" in trt
+    mtp = engine_command("trtllm", **{**common, "method": "mtp", "k": 2})
+    assert "num_nextn_predict_layers: 2" in mtp
+
+
+def test_the_seam_shaped_forward_matches_the_surface_and_leaves_uncovered_rows_nan():
+    from simulator.kernels import source
+
+    models = default_models()
+    t = models["llama-3.1-8b"]
+    key = [np.array([0, 0, 1]), np.array([0, 0, 0])]
+
+    def resolve(i):
+        gpu = "mi300x" if i == 2 else "h200"
+        return source.resolve(t, None, gpu, "vllm", "", "bf16", "bf16", 1, False)
+
+    plan = source.plan_rows(key, resolve)
+    ms = source.forward_ms(plan, "target", np.array([1.0, 64.0, 1.0]), 4.0, 2049.0)
+    s = get_surface(shape_of(t), "h200", "vllm", "", "bf16", "bf16", 1)
+    assert ms[:2] == pytest.approx(s.forward_ms(np.array([1.0, 64.0]), 4.0, 2049.0))
+    assert np.isnan(ms[2])
+
+
+def test_eagle3_heads_cost_less_than_eagle_heads_for_their_32k_draft_vocabulary():
+    rows = [
+        dict(target="llama-3.1-8b", gpu="h100-sxm", method=m, k=3, mean_accepted_tokens=2.5)
+        for m in ("eagle", "eagle3")
+    ]
+    e1, e3 = predict(pd.DataFrame(rows))["draft_step_ms"]
+    assert e3 < e1
+
+
+def test_on_the_tables_70b_tp4_speedup_falls_with_batch_and_crosses_below_one():
+    batches = [2, 4, 8, 16, 32, 64, 128, 256]
+    rows = [
+        dict(
+            target="llama-3.3-70b",
+            gpu="h100-sxm",
+            num_gpus=4,
+            method="draft_model",
+            draft="llama-3.2-1b",
+            k=5,
+            acceptance_rate=0.7,
+            batch_size=b,
+            prompt_len=512,
+            output_len=256,
+        )
+        for b in batches
+    ]
+    out = predict(pd.DataFrame(rows))
+    assert out["latency_source"].astype(str).str.startswith("kernels:").all()
+    speedup = out["speedup"].to_numpy()
+    assert speedup[0] > 1.5 and (np.diff(speedup) < 0).all() and speedup[-1] < 1.0

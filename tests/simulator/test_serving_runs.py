@@ -1,0 +1,81 @@
+"""`validate --serving`: absolute TPOT against measured serving runs."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from simulator import serving_runs
+from simulator.__main__ import main
+from simulator.catalog import default_models
+from simulator.errors import InputError
+
+RUN = dict(
+    backend="vllm",
+    backend_version="0.12.0",
+    model_path="nvidia/Llama-3.1-8B-Instruct-FP8",
+    system="h200_sxm",
+    precision="fp8",
+    mode="agg",
+    isl=1024,
+    osl=1024,
+    batch_size=16,
+    tp_size=1,
+    pp_size=1,
+    attention_dp_size=float("nan"),
+    silicon_ttft_ms=80.0,
+    silicon_tpot_ms=7.0,
+)
+
+
+def _csv(tmp_path, rows):
+    path = tmp_path / "runs.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_only_runs_the_model_can_price_as_they_were_run_are_kept(tmp_path):
+    rows = [
+        RUN,
+        {**RUN, "mode": "disagg"},
+        {**RUN, "precision": "fp4"},
+        {**RUN, "model_path": "deepseek-ai/DeepSeek-V3"},  # MoE
+        {**RUN, "pp_size": 2},
+        {**RUN, "attention_dp_size": 4},
+        {**RUN, "system": "gb300"},  # not in the catalog
+    ]
+    runs = serving_runs.load_runs(_csv(tmp_path, rows), default_models())
+    assert len(runs) == 1
+    row = runs.iloc[0]
+    assert (row["target"], row["gpu"], row["engine"]) == ("llama-3.1-8b", "h200", "vllm")
+    assert (row["weight_dtype"], row["kv_dtype"], row["serving"]) == ("fp8", "fp8", "steady")
+
+
+def test_a_file_without_the_columns_is_refused_naming_them(tmp_path):
+    path = _csv(tmp_path, [{"backend": "vllm"}])
+    with pytest.raises(InputError, match="missing columns"):
+        serving_runs.load_runs(path, default_models())
+
+
+def test_cli_scores_each_run_and_writes_the_errors(tmp_path, capsys):
+    path = _csv(tmp_path, [RUN, {**RUN, "batch_size": 64, "silicon_tpot_ms": 11.0}])
+    out = tmp_path / "tpot_errors.csv"
+    assert main(["validate", "--serving", str(path), "--out", str(out)]) == 0
+    errors = pd.read_csv(out)
+    assert len(errors) == 2
+    assert errors["latency_source"].str.startswith("kernels:vllm").all()
+    expected = errors["predicted_tpot_ms"] / errors["measured_tpot_ms"] - 1
+    assert errors["tpot_error"].tolist() == pytest.approx(expected.tolist())
+    assert "by model, GPU, engine" in capsys.readouterr().out
+    assert main(["validate", "--serving", str(path), "--out", str(out), "--roofline"]) == 0
+    assert (pd.read_csv(out)["latency_source"] == "roofline").all()
+
+
+def test_cli_wants_exactly_one_set(tmp_path):
+    assert main(["validate", "--out", str(tmp_path / "x.csv")]) == 2
+
+
+def test_the_bundled_runs_are_read_from_the_installed_package():
+    runs = serving_runs.load_runs(serving_runs.bundled_runs_path(), default_models())
+    assert len(runs) == 559
+    assert set(runs["engine"]) == {"vllm", "sglang", "trtllm"}
