@@ -543,8 +543,11 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
     if kernels:
         kplan = _kernel_plan(sc, codes, catalog, n, val["num_gpus"], is_draft)
     if kplan is not None and calibration is not None:
-        # A profiled device keeps its profile; the kernel tables price the others.
-        profiled = np.isin(gpu_ids, [*calibration.gpus, *calibration.fits])
+        # A profiled device keeps its profile (an imported engine's host cost was fitted on
+        # the roofline's prices: profiler.imports.fit); the kernel tables price the others.
+        profiled = np.isin(
+            gpu_ids, [*calibration.gpus, *calibration.fits, *calibration.engine_steps]
+        )
         kplan = replace(kplan, covered=kplan.covered & ~profiled)
         kplan = replace(kplan, group=np.where(kplan.covered, kplan.group, -1))
 

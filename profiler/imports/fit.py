@@ -164,7 +164,9 @@ def _unpriced(p: pd.Series, draft: str, k: int | None) -> str:
 def _tpot(sc: pd.DataFrame, step_ms: float, d: ModelDefaults) -> np.ndarray:
     from simulator.predict import predict
 
-    out = predict(sc, defaults=d.replace(**{TERM: step_ms}), break_even=False)
+    # kernels=False: a GPU with a fitted host cost is priced on the roofline, not the kernel
+    # tables (simulator.predict), so the cost is fitted on the prices it will be added to.
+    out = predict(sc, defaults=d.replace(**{TERM: step_ms}), break_even=False, kernels=False)
     spec = (sc["method"] != "none").to_numpy()
     return np.where(spec, out["spec_tpot_ms"], out["baseline_tpot_ms"]).astype(float)
 

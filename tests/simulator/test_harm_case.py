@@ -17,7 +17,9 @@ from simulator.step_gap import decode_gaps, flattery_warnings
 ROOT = Path(__file__).resolve().parents[2]
 FUSED = ROOT / "data" / "profiles" / "nvidia-h200" / "fused-reference.json"
 REFERENCE = ROOT / "data" / "step_reference" / "h200_decode_step_ms.csv"
+# Issue 25 states the harm against the datasheet model without a profile: engine "other".
 HARM = dict(
+    engine="other",
     target="llama-3.1-8b",
     gpu="h200",
     method="eagle",

@@ -87,4 +87,5 @@ def test_larger_batch_never_lowers_baseline_throughput_while_it_fits(target, gpu
     ]
     out = predict(pd.DataFrame(rows))
     if out["fits"].all():
-        assert out["baseline_tok_s"].iloc[1] >= out["baseline_tok_s"].iloc[0]
+        # rel 1e-5: the kernel tables' interpolation wobbles in the sixth digit.
+        assert out["baseline_tok_s"].iloc[1] >= out["baseline_tok_s"].iloc[0] * (1 - 1e-5)
