@@ -1215,7 +1215,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     """The settings the flags ask for; UsageError names a bad flag."""
-    from profiler.cli import UsageError, check_whole, parse_temperatures
+    from profiler.flags import UsageError, check_whole, parse_temperatures
 
     settings = BenchSettings.quick() if args.quick else BenchSettings()
     changes: dict = {}
@@ -1263,7 +1263,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
 def run_from_args(args: argparse.Namespace) -> int:
     out_dir = out_dir_from_args(args)
     if args.repredict:
-        from profiler.cli import UsageError
+        from profiler.flags import UsageError
 
         if not (Path(out_dir) / "cpu_serving.csv").is_file():
             raise UsageError(f"--repredict: no cpu_serving.csv in {out_dir}")
