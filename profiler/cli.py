@@ -619,19 +619,7 @@ def _measure_and_write(args: argparse.Namespace, argv: list[str], specs: list) -
             file=sys.stderr,
         )
         return code or EXIT_FAILED
-    threads = info.cpu_threads or 1
-    cpus = lim.cpu_count()
-    load_end = devinfo.load_average()
-    busy = devinfo.busy_note(load_start, cpus, when="at the start")
-    if not busy:
-        busy = devinfo.busy_note(load_end, cpus, own_threads=threads, when="at the end")
-        if busy:
-            print(f"profiler: {busy}", file=sys.stderr)
-    host = [omp_note(), spin_note(load_end, cpus, threads)] if info.kind == "cpu" else []
-    if host and host[1]:
-        print(f"profiler: {host[1]}", file=sys.stderr)
-    for r in runs:
-        r.entry["notes"] = "; ".join(n for n in (r.entry["notes"], busy, *host) if n)
+    threads = _note_host(runs, info, load_start)
     profile = _profile(runs, info, opts, argv, loop_rows)
     path, kept = destination(out, profile_points(profile), complete=stop is None)
     csv_path = write_profile(profile, path)
@@ -649,6 +637,25 @@ def _measure_and_write(args: argparse.Namespace, argv: list[str], specs: list) -
         file=sys.stderr,
     )
     return code
+
+
+def _note_host(runs: list, info: DeviceInfo, load_start) -> int:
+    """Note in each run's entry what else kept the machine busy and how OpenMP waited (on
+    a CPU), printing what matters; returns the threads the run used."""
+    threads = info.cpu_threads or 1
+    cpus = lim.cpu_count()
+    load_end = devinfo.load_average()
+    busy = devinfo.busy_note(load_start, cpus, when="at the start")
+    if not busy:
+        busy = devinfo.busy_note(load_end, cpus, own_threads=threads, when="at the end")
+        if busy:
+            print(f"profiler: {busy}", file=sys.stderr)
+    host = [omp_note(), spin_note(load_end, cpus, threads)] if info.kind == "cpu" else []
+    if host and host[1]:
+        print(f"profiler: {host[1]}", file=sys.stderr)
+    for r in runs:
+        r.entry["notes"] = "; ".join(n for n in (r.entry["notes"], busy, *host) if n)
+    return threads
 
 
 def _profile(runs: list, info: DeviceInfo, opts: RunOptions, argv: list[str], loop_rows):

@@ -1,13 +1,18 @@
 """The shape of the code, read from its syntax trees: no import cycle among the project's
-modules (imports inside functions count too)."""
+modules (imports inside functions count too), and no function longer than 100 lines in
+simulator/, profiler/ or app/ (the issue's bound; the model's stages stay under 80)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("simulator", "profiler", "app")
+MAX_LINES = 100
+STAGE_MAX_LINES = 80
 
 ALLOWED_EDGES = {
     # The ground-truth commands profile the pair by running `python -m profiler run` in
@@ -105,3 +110,26 @@ def test_no_import_cycle_among_project_modules():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _long_functions(paths, limit: int) -> list[str]:
+    out = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    out.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} {lines}")
+    return out
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_function_over_100_lines(package):
+    assert _long_functions(sorted((ROOT / package).rglob("*.py")), MAX_LINES) == []
+
+
+def test_model_stages_stay_under_80_lines():
+    names = ("stages.py", "step_times.py", "predict.py")
+    paths = sorted(p for name in names for p in (ROOT / "simulator").rglob(name))
+    assert len(paths) == len(names)
+    assert _long_functions(paths, STAGE_MAX_LINES) == []
