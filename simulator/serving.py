@@ -679,7 +679,8 @@ class _Scheduler:
                 view()
             if follow is not None:
                 follow()
-            admit_arrivals()
+            if self.arrived < n and arrival[self.arrived] <= self.clock:
+                admit_arrivals()
             if not running and not waiting:
                 if self.arrived >= n or not math.isfinite(arrival[self.arrived]):
                     break
@@ -694,7 +695,9 @@ class _Scheduler:
                     continue
                 break
             rounds = advance(used, prefill_tokens)
-            finish(finish_prefills(rounds) if self.prefilling else [])
+            ended = finish_prefills(rounds) if self.prefilling else []
+            if ended or (self.dec_first <= self.step and len(self.dec)):
+                finish(ended)
         return self.result()
 
     def view(self) -> None:
