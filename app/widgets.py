@@ -494,27 +494,8 @@ def scenario_inputs() -> Scenario:
     return _scenario_sidebar()
 
 
-def _scenario_sidebar() -> Scenario:
-    """The scenario sidebar; the same widgets (same keys) on every planning page."""
-    models = sim.models()
-    gpus = sim.gpus()
-    model_ids = list(models)
-    gpu_ids = list(gpus)
-    sb = st.sidebar
-    _drop_link_problems(
-        sb,
-        {
-            "target": model_ids,
-            "method": list(METHODS),
-            "draft": model_ids,
-            "gpu": gpu_ids,
-            "num_gpus": [str(g) for g in GPU_COUNTS],
-            "weight_dtype": WEIGHT_CHOICES,
-            "kv_dtype": list(KV_DTYPES),
-            "workload": [*WORKLOADS, MEASURED],
-        },
-    )
-    _read_link_positions(sb)
+def _model_inputs(sb, models: dict, model_ids: list) -> tuple[str, str, str]:
+    """The sidebar's models: (target id, method, draft id), and a caption naming them."""
     sb.subheader("Scenario")
     target = sb.selectbox(
         "Target model",
@@ -546,6 +527,31 @@ def _scenario_sidebar() -> Scenario:
     if method == "draft_model":
         names += f"; draft {models[draft].name} ({models[draft].tokenizer})"
     sb.caption(names)
+    return target, method, draft
+
+
+def _scenario_sidebar() -> Scenario:
+    """The scenario sidebar; the same widgets (same keys) on every planning page."""
+    models = sim.models()
+    gpus = sim.gpus()
+    model_ids = list(models)
+    gpu_ids = list(gpus)
+    sb = st.sidebar
+    _drop_link_problems(
+        sb,
+        {
+            "target": model_ids,
+            "method": list(METHODS),
+            "draft": model_ids,
+            "gpu": gpu_ids,
+            "num_gpus": [str(g) for g in GPU_COUNTS],
+            "weight_dtype": WEIGHT_CHOICES,
+            "kv_dtype": list(KV_DTYPES),
+            "workload": [*WORKLOADS, MEASURED],
+        },
+    )
+    _read_link_positions(sb)
+    target, method, draft = _model_inputs(sb, models, model_ids)
     c1, c2 = sb.columns(2)
     gpu = c1.selectbox(
         "GPU",

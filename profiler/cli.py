@@ -571,6 +571,17 @@ def _name(args: argparse.Namespace) -> str:
     return args.target + (f"+{args.draft}" if args.draft else "")
 
 
+def _stop_code(stop: BaseException | None) -> tuple[int, str]:
+    """The exit code of a run that `stop` ended (None: it finished) and why, in words."""
+    if isinstance(stop, KeyboardInterrupt):
+        return EXIT_INTERRUPTED, "interrupted"
+    if stop is not None:
+        where = _where(stop)
+        why = f"stopped by {type(stop).__name__}: {stop}" + (f" (at {where})" if where else "")
+        return EXIT_FAILED, why
+    return 0, ""
+
+
 def _measure_and_write(args: argparse.Namespace, argv: list[str], specs: list) -> int:
     """Measure, then write what was measured by the rule in the module docstring."""
     load_start = devinfo.load_average()
@@ -631,14 +642,7 @@ def _measure_and_write(args: argparse.Namespace, argv: list[str], specs: list) -
             bar.finish()
     runs = [r for r in runs if r.entry]
     points = sum(len(r.rows) for r in runs) + len(loop_rows)
-    if isinstance(stop, KeyboardInterrupt):
-        code, why = EXIT_INTERRUPTED, "interrupted"
-    elif stop is not None:
-        where = _where(stop)
-        code = EXIT_FAILED
-        why = f"stopped by {type(stop).__name__}: {stop}" + (f" (at {where})" if where else "")
-    else:
-        code, why = 0, ""
+    code, why = _stop_code(stop)
     if points == 0:
         # Also a run whose grid measured nothing; there is no profile to write.
         target = out or args.out

@@ -428,18 +428,22 @@ def _forwards(sc, p: stages.Piece, codes: dict) -> Forwards:
     )
 
 
+def _kernel_plan(sc, p: stages.Piece, codes: dict, catalog, fw: Forwards, calibration):
+    """The kernel tables' plan of the piece `p` (`kernel_steps.get_plan`), or None."""
+    plan = kernel_steps.get_plan(sc, codes, catalog, p.n, p.hardware.num_gpus, p.is_draft)
+    if plan is not None and calibration is not None:
+        # A profiled device keeps its profile; the kernel tables price the others.
+        plan = kernel_steps.without_profiled(plan, fw.names("gpu"), calibration)
+    return plan
+
+
 def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, break_even, kernels):
     """Every output of the rows `rows` of `sc`, which share `method_name`: the stages of
     `simulator.stages` composed, and the rows' `latency_source` labels (None: roofline).
     Arrays of len(rows), or scalars where uniform."""
     p, codes = _piece(sc, rows, method_name, uniform, catalog, defaults)
     fw = _forwards(sc, p, codes)
-    plan = None
-    if kernels:
-        plan = kernel_steps.get_plan(sc, codes, catalog, p.n, p.hardware.num_gpus, p.is_draft)
-    if plan is not None and calibration is not None:
-        # A profiled device keeps its profile; the kernel tables price the others.
-        plan = kernel_steps.without_profiled(plan, fw.names("gpu"), calibration)
+    plan = _kernel_plan(sc, p, codes, catalog, fw, calibration) if kernels else None
     times = step_times_for(fw, defaults, calibration, plan)
     acc = stages.get_acceptance(p)
     mem = stages.get_memory(p, defaults)

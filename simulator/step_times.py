@@ -5,7 +5,7 @@ provider for the time of one forward of the target or the draft model at arrays 
 (batch, query tokens per sequence, context length), one entry per scenario row of a piece
 of work: query 1 is a decode step, K+1 a verification step. A provider answers with
 milliseconds and, per row, where each figure came from; `latency_source` is spelled from
-those answers in one place (`latency_source_column`).
+those answers in one place (`StepTimes.latency_source`).
 
 Sources today:
 - `RooflineStepTimes`: the datasheet roofline of `simulator.latency` (every row's
@@ -14,7 +14,11 @@ Sources today:
   profile's measurements where they cover the point, its fit of the device elsewhere, the
   roofline on GPUs it did not measure; a draft model's in-loop times per round.
 
-A new source (kernel tables per engine, say) is one module with a class that implements
+- An engine's kernel tables (`simulator.kernel_steps`): a provider carries their plan
+  (`kernel_plan`), and the step-times stage prices the rows it covers from the tables
+  (whole steps: forwards, prefill and the engine's host costs), after the source above.
+
+A new source of forward times is one module with a class that implements
 `StepTimes` (most simply a subclass of `RooflineStepTimes` that overrides `forward_ms` and
 falls back to it where its tables do not reach) and one line in `step_times_for`.
 Units: ms; batch and query in tokens per sequence; context in tokens.
@@ -214,15 +218,3 @@ def step_times_for(
     if calibration is not None:
         return ProfiledStepTimes(fw, defaults, calibration, kernel_plan)
     return RooflineStepTimes(fw, defaults, kernel_plan)
-
-
-def latency_source_column(labels, n: int):
-    """The `latency_source` output column: `labels` gathered per row over the table (an
-    object array, or None when every row came from the roofline)."""
-    import pandas as pd
-
-    from simulator.scenarios import categorical
-
-    if labels is None:
-        return categorical(np.zeros(n, dtype=np.int8), [ROOFLINE])
-    return pd.Categorical(labels.astype(str))

@@ -12,11 +12,9 @@ from simulator.defaults import DEFAULTS
 from simulator.drafts import method_masks
 from simulator.latency import Hardware, ModelArrays, get_model_step_ms
 from simulator.step_times import (
-    ROOFLINE,
     TARGET,
     Forwards,
     RooflineStepTimes,
-    latency_source_column,
 )
 
 GIB = 2.0**30
@@ -125,7 +123,7 @@ class FixedTimes(RooflineStepTimes):
         ms = np.where(np.asarray(query) > 1, 12.0, 10.0) if model == TARGET else 2.0
         return np.broadcast_to(ms, (self.fw.n,)).astype(float), np.full(self.fw.n, "table")
 
-    def latency_source(self, target, verify, draft):
+    def latency_source(self, target, verify, draft, head):
         return target
 
 
@@ -160,9 +158,8 @@ def test_roofline_source_is_the_roofline():
         p.target, p.hardware, 4.0, 1.0, 200.0, 2.0, 2.0, DEFAULTS.forward_overhead_ms, DEFAULTS
     )
     assert ms == pytest.approx(want) and source is None
-    assert times.latency_source(None, None, None) is None
-    column = latency_source_column(None, 3)
-    assert list(column) == [ROOFLINE] * 3
+    assert times.latency_source(None, None, None, False) is None
+    assert times.kernel_plan is None and times.host_shift_ms == 0.0
 
 
 def test_economics_by_hand():
