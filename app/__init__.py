@@ -1,4 +1,8 @@
-"""SpecPlan's dashboard: Streamlit pages over the simulator (`streamlit_app.py` is the entry)."""
+"""SpecPlan's dashboard: Streamlit pages over the simulator (`streamlit_app.py` is the entry).
+
+`views/` holds one module per page; `widgets` the sidebar shared by the planning pages;
+`sim` the cached calls into the simulator; `figures*` plain functions from DataFrames to
+plotly figures. May import `simulator`; nothing imports `app`."""
 
 import gc
 

@@ -424,6 +424,66 @@ def draw_scenario_sidebar(planning: bool) -> None:
     _RUN.scenario = _scenario_sidebar() if planning else None
 
 
+def _dtype_inputs(sb, released: str, target: str) -> tuple[str, str]:
+    """The sidebar's weight and KV-cache dtypes: (weight dtype, KV dtype), the released
+    dtype `released` where the reader keeps the target's own."""
+    c1, c2 = sb.columns(2)
+    weights = c1.selectbox(
+        "Weights",
+        WEIGHT_CHOICES,
+        key="weight_dtype",
+        help=f"The dtype the target's weights are served in; '{RELEASED}' is the one they "
+        f"are released in ({released} for {plain(target)}; fp8 for DeepSeek-V3).",
+        **BIND,
+    )
+    weight_dtype = released if weights == RELEASED else weights
+    kv_dtype = c2.selectbox("KV cache", list(KV_DTYPES), key="kv_dtype", **BIND)
+    return weight_dtype, kv_dtype
+
+
+def _traffic_inputs(sb, g) -> tuple:
+    """The sidebar's traffic and price: (prompt tokens, output tokens, requests per day,
+    $ per GPU-hour or None for GPU `g`'s catalog price)."""
+    sb.subheader("Traffic and price")
+    c1, c2 = sb.columns(2)
+    prompt_len = c1.number_input(
+        "Prompt tokens", 1, 1_000_000, DEFAULT_PROMPT_LEN, 128, key="prompt_len", **BIND
+    )
+    output_len = c2.number_input(
+        "Output tokens", 1, 1_000_000, DEFAULT_OUTPUT_LEN, 64, key="output_len", **BIND
+    )
+    c1, c2 = sb.columns(2)
+    requests_per_day = c1.number_input(
+        "Requests per day",
+        0,
+        10_000_000_000,
+        DEFAULT_REQUESTS_PER_DAY,
+        100_000,
+        key="requests_per_day",
+        **BIND,
+    )
+    catalog_price = g.price_usd_per_hr
+    price = c2.number_input(
+        "$ per GPU-hour",
+        min_value=0.0,
+        max_value=1000.0,
+        value=None,
+        step=0.1,
+        format="%.2f",
+        placeholder=f"catalog {catalog_price:.2f}" if catalog_price else "enter a price",
+        key="gpu_hourly_usd",
+        help="Empty: the catalog's on-demand price for this GPU.",
+        **BIND,
+    )
+    sb.caption(
+        f"{requests_per_day:,.0f} requests a day is {requests_per_day / 86400:,.2f} requests/s "
+        "on average. To size for a peak, enter the peak requests/s x 86,400."
+    )
+    if price is None and catalog_price is None:
+        sb.warning(f"{plain(g.name)} has no catalog price: enter one for the costs.")
+    return prompt_len, output_len, requests_per_day, price
+
+
 def scenario_inputs() -> Scenario:
     """The scenario sidebar's choices; the same widgets (same keys) on every planning page,
     drawn once a run (by the entry point, see `draw_scenario_sidebar`)."""
@@ -434,27 +494,8 @@ def scenario_inputs() -> Scenario:
     return _scenario_sidebar()
 
 
-def _scenario_sidebar() -> Scenario:
-    """The scenario sidebar; the same widgets (same keys) on every planning page."""
-    models = sim.models()
-    gpus = sim.gpus()
-    model_ids = list(models)
-    gpu_ids = list(gpus)
-    sb = st.sidebar
-    _drop_link_problems(
-        sb,
-        {
-            "target": model_ids,
-            "method": list(METHODS),
-            "draft": model_ids,
-            "gpu": gpu_ids,
-            "num_gpus": [str(g) for g in GPU_COUNTS],
-            "weight_dtype": WEIGHT_CHOICES,
-            "kv_dtype": list(KV_DTYPES),
-            "workload": [*WORKLOADS, MEASURED],
-        },
-    )
-    _read_link_positions(sb)
+def _model_inputs(sb, models: dict, model_ids: list) -> tuple[str, str, str]:
+    """The sidebar's models: (target id, method, draft id), and a caption naming them."""
     sb.subheader("Scenario")
     target = sb.selectbox(
         "Target model",
@@ -486,6 +527,31 @@ def _scenario_sidebar() -> Scenario:
     if method == "draft_model":
         names += f"; draft {models[draft].name} ({models[draft].tokenizer})"
     sb.caption(names)
+    return target, method, draft
+
+
+def _scenario_sidebar() -> Scenario:
+    """The scenario sidebar; the same widgets (same keys) on every planning page."""
+    models = sim.models()
+    gpus = sim.gpus()
+    model_ids = list(models)
+    gpu_ids = list(gpus)
+    sb = st.sidebar
+    _drop_link_problems(
+        sb,
+        {
+            "target": model_ids,
+            "method": list(METHODS),
+            "draft": model_ids,
+            "gpu": gpu_ids,
+            "num_gpus": [str(g) for g in GPU_COUNTS],
+            "weight_dtype": WEIGHT_CHOICES,
+            "kv_dtype": list(KV_DTYPES),
+            "workload": [*WORKLOADS, MEASURED],
+        },
+    )
+    _read_link_positions(sb)
+    target, method, draft = _model_inputs(sb, models, model_ids)
     c1, c2 = sb.columns(2)
     gpu = c1.selectbox(
         "GPU",
@@ -505,18 +571,7 @@ def _scenario_sidebar() -> Scenario:
     g = gpus[gpu]
     # A calibrating profile adds its device under the name the profile gives: user text.
     sb.caption(f"{plain(g.name)}: {g.memory_gb:g} GB, {g.hbm_bandwidth_gbps:,.0f} GB/s per GPU")
-    c1, c2 = sb.columns(2)
-    released = models[target].checkpoint_dtype
-    weights = c1.selectbox(
-        "Weights",
-        WEIGHT_CHOICES,
-        key="weight_dtype",
-        help=f"The dtype the target's weights are served in; '{RELEASED}' is the one they "
-        f"are released in ({released} for {plain(target)}; fp8 for DeepSeek-V3).",
-        **BIND,
-    )
-    weight_dtype = released if weights == RELEASED else weights
-    kv_dtype = c2.selectbox("KV cache", list(KV_DTYPES), key="kv_dtype", **BIND)
+    weight_dtype, kv_dtype = _dtype_inputs(sb, models[target].checkpoint_dtype, target)
     engine = sb.selectbox(
         "Engine",
         list(ENGINE_CHOICES),
@@ -541,43 +596,7 @@ def _scenario_sidebar() -> Scenario:
         **BIND,
     )
 
-    sb.subheader("Traffic and price")
-    c1, c2 = sb.columns(2)
-    prompt_len = c1.number_input(
-        "Prompt tokens", 1, 1_000_000, DEFAULT_PROMPT_LEN, 128, key="prompt_len", **BIND
-    )
-    output_len = c2.number_input(
-        "Output tokens", 1, 1_000_000, DEFAULT_OUTPUT_LEN, 64, key="output_len", **BIND
-    )
-    c1, c2 = sb.columns(2)
-    requests_per_day = c1.number_input(
-        "Requests per day",
-        0,
-        10_000_000_000,
-        DEFAULT_REQUESTS_PER_DAY,
-        100_000,
-        key="requests_per_day",
-        **BIND,
-    )
-    catalog_price = gpus[gpu].price_usd_per_hr
-    price = c2.number_input(
-        "$ per GPU-hour",
-        min_value=0.0,
-        max_value=1000.0,
-        value=None,
-        step=0.1,
-        format="%.2f",
-        placeholder=f"catalog {catalog_price:.2f}" if catalog_price else "enter a price",
-        key="gpu_hourly_usd",
-        help="Empty: the catalog's on-demand price for this GPU.",
-        **BIND,
-    )
-    sb.caption(
-        f"{requests_per_day:,.0f} requests a day is {requests_per_day / 86400:,.2f} requests/s "
-        "on average. To size for a peak, enter the peak requests/s x 86,400."
-    )
-    if price is None and catalog_price is None:
-        sb.warning(f"{plain(gpus[gpu].name)} has no catalog price: enter one for the costs.")
+    prompt_len, output_len, requests_per_day, price = _traffic_inputs(sb, g)
     _write_positions(acceptance)
     return Scenario(
         target=target,

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from profiler import device as devinfo
 from profiler import options as lim
+from profiler.flags import UsageError, parse_ints
 from profiler.options import DTYPES, RunOptions
 
 if TYPE_CHECKING:
@@ -66,49 +67,6 @@ GROUNDTRUTH = {
 }
 
 
-class UsageError(ValueError):
-    """A bad flag value; the message starts with the flag's name."""
-
-
-def parse_ints(
-    text: str,
-    flag: str,
-    *,
-    minimum: int,
-    maximum: int | None = None,
-    max_values: int = lim.MAX_GRID_POINTS,
-) -> list[int]:
-    """'1,2,4' or '1-8' or '1-3,6' -> sorted unique ints; UsageError names the flag.
-
-    Bounds and the number of values are checked before a range is expanded, so
-    '1-100000000000' is refused at once instead of filling memory.
-    """
-    out: set[int] = set()
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo_text, dash, hi_text = part.partition("-")
-        try:
-            lo = int(lo_text)
-            hi = int(hi_text) if dash else lo
-        except ValueError:
-            raise UsageError(
-                f"{flag}: '{part}' is not a whole number or a range like 1-8"
-            ) from None
-        if hi < lo:
-            raise UsageError(f"{flag}: range '{part}' runs backwards")
-        if lo < minimum or (maximum is not None and hi > maximum):
-            bound = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
-            raise UsageError(f"{flag}: '{part}' is outside {bound}")
-        if hi - lo + 1 + len(out) > max_values:
-            raise UsageError(f"{flag}: more than {max_values:,} values; give at most that many")
-        out.update(range(lo, hi + 1))
-    if not out:
-        raise UsageError(f"{flag}: no values given")
-    return sorted(out)
-
-
 def _whole(low: int, high: int, why: str = "") -> Callable[[str], int]:
     """An argparse type: a whole number in low..high; the error names the limit."""
 
@@ -128,37 +86,6 @@ def _whole(low: int, high: int, why: str = "") -> Callable[[str], int]:
         return value
 
     return parse
-
-
-def parse_temperatures(text: str, flag: str = "--temperatures") -> tuple[float, ...]:
-    """'0,1' -> (0.0, 1.0): finite temperatures from 0 (greedy) up to the simulator's limit
-    for its `temperature` column; UsageError names the flag."""
-    from simulator.scenarios import LIMITS
-
-    most, why = LIMITS["temperature"]
-    try:
-        temps = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise UsageError(f"{flag}: '{text}' is not numbers") from None
-    if not temps:
-        raise UsageError(f"{flag}: give numbers from 0 (greedy) to {most:g}")
-    for t in temps:
-        if not 0 <= t <= most:
-            raise UsageError(f"{flag}: {t:g} is outside 0..{most:g} (0 = greedy; {why})")
-    return temps
-
-
-def check_whole(flag: str, value: int | None, low: int, high: int | None) -> None:
-    """`_whole`'s check for a flag parsed as a plain int (the ground-truth commands, whose
-    defaults come from their settings): UsageError naming the flag and its limits, none
-    when `value` is None. Absurd values ended in an out-of-memory libgomp abort
-    (--threads 99999), a traceback (--seq-len past the corpus) or a run of days."""
-    if value is None:
-        return
-    if high is None and value < low:
-        raise UsageError(f"{flag}: {value} must be >= {low}")
-    if high is not None and not low <= value <= high:
-        raise UsageError(f"{flag}: {value} is outside {low}..{high:,}")
 
 
 def _seconds(low: float, high: float) -> Callable[[str], float]:
@@ -644,6 +571,17 @@ def _name(args: argparse.Namespace) -> str:
     return args.target + (f"+{args.draft}" if args.draft else "")
 
 
+def _stop_code(stop: BaseException | None) -> tuple[int, str]:
+    """The exit code of a run that `stop` ended (None: it finished) and why, in words."""
+    if isinstance(stop, KeyboardInterrupt):
+        return EXIT_INTERRUPTED, "interrupted"
+    if stop is not None:
+        where = _where(stop)
+        why = f"stopped by {type(stop).__name__}: {stop}" + (f" (at {where})" if where else "")
+        return EXIT_FAILED, why
+    return 0, ""
+
+
 def _measure_and_write(args: argparse.Namespace, argv: list[str], specs: list) -> int:
     """Measure, then write what was measured by the rule in the module docstring."""
     load_start = devinfo.load_average()
@@ -704,14 +642,7 @@ def _measure_and_write(args: argparse.Namespace, argv: list[str], specs: list) -
             bar.finish()
     runs = [r for r in runs if r.entry]
     points = sum(len(r.rows) for r in runs) + len(loop_rows)
-    if isinstance(stop, KeyboardInterrupt):
-        code, why = EXIT_INTERRUPTED, "interrupted"
-    elif stop is not None:
-        where = _where(stop)
-        code = EXIT_FAILED
-        why = f"stopped by {type(stop).__name__}: {stop}" + (f" (at {where})" if where else "")
-    else:
-        code, why = 0, ""
+    code, why = _stop_code(stop)
     if points == 0:
         # Also a run whose grid measured nothing; there is no profile to write.
         target = out or args.out
@@ -722,19 +653,7 @@ def _measure_and_write(args: argparse.Namespace, argv: list[str], specs: list) -
             file=sys.stderr,
         )
         return code or EXIT_FAILED
-    threads = info.cpu_threads or 1
-    cpus = lim.cpu_count()
-    load_end = devinfo.load_average()
-    busy = devinfo.busy_note(load_start, cpus, when="at the start")
-    if not busy:
-        busy = devinfo.busy_note(load_end, cpus, own_threads=threads, when="at the end")
-        if busy:
-            print(f"profiler: {busy}", file=sys.stderr)
-    host = [omp_note(), spin_note(load_end, cpus, threads)] if info.kind == "cpu" else []
-    if host and host[1]:
-        print(f"profiler: {host[1]}", file=sys.stderr)
-    for r in runs:
-        r.entry["notes"] = "; ".join(n for n in (r.entry["notes"], busy, *host) if n)
+    threads = _note_host(runs, info, load_start)
     profile = _profile(runs, info, opts, argv, loop_rows)
     path, kept = destination(out, profile_points(profile), complete=stop is None)
     csv_path = write_profile(profile, path)
@@ -757,6 +676,25 @@ def _measure_and_write(args: argparse.Namespace, argv: list[str], specs: list) -
         name = args.save or f"{devinfo.device_slug(info)}/{_name(args)}"
         return save_after_run(path, name) or code
     return code
+
+
+def _note_host(runs: list, info: DeviceInfo, load_start) -> int:
+    """Note in each run's entry what else kept the machine busy and how OpenMP waited (on
+    a CPU), printing what matters; returns the threads the run used."""
+    threads = info.cpu_threads or 1
+    cpus = lim.cpu_count()
+    load_end = devinfo.load_average()
+    busy = devinfo.busy_note(load_start, cpus, when="at the start")
+    if not busy:
+        busy = devinfo.busy_note(load_end, cpus, own_threads=threads, when="at the end")
+        if busy:
+            print(f"profiler: {busy}", file=sys.stderr)
+    host = [omp_note(), spin_note(load_end, cpus, threads)] if info.kind == "cpu" else []
+    if host and host[1]:
+        print(f"profiler: {host[1]}", file=sys.stderr)
+    for r in runs:
+        r.entry["notes"] = "; ".join(n for n in (r.entry["notes"], busy, *host) if n)
+    return threads
 
 
 def _profile(runs: list, info: DeviceInfo, opts: RunOptions, argv: list[str], loop_rows):

@@ -382,23 +382,9 @@ def loop_rows_planned(grid: Grid) -> int:
     return len(grid.batches) * len(grid.contexts) * k_max
 
 
-def profile_model(
-    spec: ModelSpec,
-    grid: Grid,
-    opts: RunOptions,
-    *,
-    progress: Progress | None = None,
-    depths: Sequence[int] | None = None,
-    extra_depths: Sequence[int] = (),
-    run: ModelRun | None = None,
-) -> ModelRun:
-    """Measure every grid point of one model; on Ctrl-C `run` holds the points done so far.
-
-    `extra_depths` are also run but not used in the fit (the extrapolation check runs the full
-    depth next to the shallow ones).
-    """
-    progress = progress or Progress()
-    depths = tuple(depths or plan_depths(spec, opts))
+def _notes_and_graphs(spec: ModelSpec, depths: tuple, opts: RunOptions) -> tuple[list, bool]:
+    """The notes a model's profile entry carries (MLA, CUDA graphs off for MoE, depths
+    extrapolated), and whether its points run as CUDA graphs."""
     full = spec.num_layers
     extrapolated = max(depths) < full
     notes = []
@@ -419,6 +405,28 @@ def profile_model(
                 f"shallow runs use MoE layers only; the {spec.num_dense_layers} dense layers "
                 "are costed as MoE layers"
             )
+    return notes, graphs
+
+
+def profile_model(
+    spec: ModelSpec,
+    grid: Grid,
+    opts: RunOptions,
+    *,
+    progress: Progress | None = None,
+    depths: Sequence[int] | None = None,
+    extra_depths: Sequence[int] = (),
+    run: ModelRun | None = None,
+) -> ModelRun:
+    """Measure every grid point of one model; on Ctrl-C `run` holds the points done so far.
+
+    `extra_depths` are also run but not used in the fit (the extrapolation check runs the full
+    depth next to the shallow ones).
+    """
+    progress = progress or Progress()
+    depths = tuple(depths or plan_depths(spec, opts))
+    full = spec.num_layers
+    notes, graphs = _notes_and_graphs(spec, depths, opts)
     entry = model_entry(spec, depths, opts, "; ".join(notes))
     if run is None:
         run = ModelRun(spec, entry)

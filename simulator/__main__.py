@@ -479,40 +479,15 @@ def _check_decode_rounds(table, requests: int, source: str, **priced) -> None:
 
 
 def cmd_serve(args) -> int:
-    import numpy as np
     import pandas as pd
 
     from simulator.scenarios import check_columns, validate_scenarios
-    from simulator.serving import (
-        MAX_ACCEPTANCE_SPREAD,
-        MAX_LOG_SPREAD,
-        Lengths,
-        Load,
-        arm_key,
-        arm_scenario,
-        price_arms,
-        run_arms,
-        summarise_arms,
-    )
+    from simulator.serving import Load
 
     gpus, models = _catalogs(args)
     table = pd.concat(list(read_blocks(args.inp, WRITE_BLOCK_ROWS)), ignore_index=True)
     check_columns(table.columns, args.inp)
-    if (args.rate is None) == (args.concurrency is None):
-        raise InputError("give --rate or --concurrency (one of them)", field="--rate")
-    loads = (
-        [{"rate": r} for r in parse_range(args.rate, name="--rate", most=SERVE_LIMIT)]
-        if args.rate is not None
-        else [
-            {"concurrency": int(c)}
-            for c in parse_range(args.concurrency, name="--concurrency", kind=int, most=SERVE_LIMIT)
-        ]
-    )
-    if len(loads) * len(table) > SERVE_LIMIT:
-        raise InputError(
-            f"{len(table)} scenarios x {len(loads)} loads is more than {SERVE_LIMIT} runs",
-            field="--rate",
-        )
+    loads = _serve_loads(args, len(table))
     calibration, _ = _calibration(args)
     # The load comes from the flags, so a row's own load columns are set aside. Every row
     # is checked before the first simulation: a bad cell in the last row must not cost the
@@ -530,27 +505,7 @@ def cmd_serve(args) -> int:
     except InputError as exc:
         flags = {"rate": "--rate", "concurrency": "--concurrency", "seed": "--seed"}
         raise InputError(exc.bare_message, field=flags.get(exc.field, "--requests")) from None
-    if not (
-        np.isfinite(args.acceptance_spread) and 0 <= args.acceptance_spread <= MAX_ACCEPTANCE_SPREAD
-    ):
-        raise InputError(
-            f"{args.acceptance_spread} is outside 0..{MAX_ACCEPTANCE_SPREAD:g}",
-            field="--acceptance-spread",
-        )
-    for flag, value in (("--slo-ttft-ms", args.slo_ttft_ms), ("--slo-tpot-ms", args.slo_tpot_ms)):
-        if not (np.isfinite(value) and value > 0):
-            raise InputError(f"{value} must be a positive number of ms", field=flag)
-    if args.lengths == "fixed" and args.length_spread != 0:
-        raise InputError(
-            "fixed lengths have no spread: give --lengths uniform or lognormal with it",
-            field="--length-spread",
-        )
-    most = 1.0 if args.lengths == "uniform" else MAX_LOG_SPREAD
-    if not (np.isfinite(args.length_spread) and 0 <= args.length_spread <= most):
-        what = "a share of the mean" if args.lengths == "uniform" else "the log's s.d."
-        raise InputError(
-            f"{args.length_spread} is outside 0..{most:g} ({what})", field="--length-spread"
-        )
+    _check_serve_flags(args)
     set_aside = [
         str(c).strip()
         for c in table.columns
@@ -575,78 +530,147 @@ def cmd_serve(args) -> int:
         scenario = {c: v for c, v in raw.items() if pd.notna(v) and str(v).strip() != ""}
         for col in load_columns:
             scenario.pop(col, None)
-        prompt_mean = float(scenario.get("prompt_len", 1024))
-        output_mean = float(scenario.get("output_len", 256))
-        lengths = [
-            Lengths(
-                mean,
-                args.lengths,
-                args.length_spread * mean if args.lengths == "uniform" else args.length_spread,
-            )
-            for mean in (prompt_mean, output_mean)
-        ]
-        arm_models = None  # the step models, priced once for every load of this row
-        for load in loads:
-            where = f"rate {load.rate}/s" if load.rate else f"concurrency {load.concurrency}"
-            _log(f"scenario {i + 1}, {where}: {args.requests} requests per arm")
-            try:
-                if arm_models is None:
-                    arm_models = price_arms(scenario, prompt_mean, output_mean, **priced)
-                parts = []
-                for arm, model in arm_models:
-                    key = None
-                    if arm == "baseline":
-                        key = (arm_key(arm_scenario(scenario, False)), load, *lengths)
-                    part = baselines.get(key)
-                    if part is None:
-                        ran = run_arms(
-                            scenario,
-                            load,
-                            *lengths,
-                            acceptance_spread=args.acceptance_spread,
-                            arm_models=[(arm, model)],
-                        )
-                        part = summarise_arms(ran, load, **slos)
-                        if key is not None:
-                            baselines[key] = part
-                    parts.append(part)
-                out = pd.concat(parts, ignore_index=True)
-                out["status"] = "ok"
-                for arm, refused in zip(out["arm"], out["refused"], strict=True):
-                    if refused:
-                        _log(
-                            f"warning: scenario {i + 1}, {where}, {arm}: {refused} of "
-                            f"{load.requests} requests are longer than the KV cache holds "
-                            "and were refused (no latencies)"
-                        )
-            except InputError as exc:
-                if exc.field == "requests":  # the bound the check above estimates
-                    raise InputError(
-                        f"scenario {i + 1}: {exc.bare_message}", field="--requests"
-                    ) from None
-                if exc.field != "scenario":
-                    raise InputError(
-                        exc.bare_message, file=args.inp, row=int(i) + 1, field=exc.field
-                    ) from None
-                # Valid input whose setup cannot run: the reason, no numbers, as predict does.
-                out = pd.DataFrame(
-                    [
-                        {
-                            "arm": "spec" if "with speculation" in exc.bare_message else "baseline",
-                            "rate": load.rate,
-                            "concurrency": load.concurrency,
-                            "requests": load.requests,
-                            "status": exc.bare_message,
-                        }
-                    ]
-                )
-            out.insert(0, "scenario", int(i) + 1)
-            for col in ("gpu", "method", "target"):
-                out.insert(1, col, scenario.get(col, ""))
-            rows.append(out)
+        rows.extend(_serve_row(args, int(i), scenario, loads, priced, slos, baselines))
     _write_table(pd.concat(rows, ignore_index=True), args.out)
     _log(f"wrote {sum(len(r) for r in rows)} rows to {args.out}")
     return 0
+
+
+def _serve_loads(args, scenarios: int) -> list[dict]:
+    """The loads `--rate` or `--concurrency` ask for, as `Load` keywords."""
+    if (args.rate is None) == (args.concurrency is None):
+        raise InputError("give --rate or --concurrency (one of them)", field="--rate")
+    loads = (
+        [{"rate": r} for r in parse_range(args.rate, name="--rate", most=SERVE_LIMIT)]
+        if args.rate is not None
+        else [
+            {"concurrency": int(c)}
+            for c in parse_range(args.concurrency, name="--concurrency", kind=int, most=SERVE_LIMIT)
+        ]
+    )
+    if len(loads) * scenarios > SERVE_LIMIT:
+        raise InputError(
+            f"{scenarios} scenarios x {len(loads)} loads is more than {SERVE_LIMIT} runs",
+            field="--rate",
+        )
+    return loads
+
+
+def _check_serve_flags(args) -> None:
+    """`serve`'s acceptance spread, SLOs and length distribution, each in range."""
+    import numpy as np
+
+    from simulator.serving import MAX_ACCEPTANCE_SPREAD, MAX_LOG_SPREAD
+
+    if not (
+        np.isfinite(args.acceptance_spread) and 0 <= args.acceptance_spread <= MAX_ACCEPTANCE_SPREAD
+    ):
+        raise InputError(
+            f"{args.acceptance_spread} is outside 0..{MAX_ACCEPTANCE_SPREAD:g}",
+            field="--acceptance-spread",
+        )
+    for flag, value in (("--slo-ttft-ms", args.slo_ttft_ms), ("--slo-tpot-ms", args.slo_tpot_ms)):
+        if not (np.isfinite(value) and value > 0):
+            raise InputError(f"{value} must be a positive number of ms", field=flag)
+    if args.lengths == "fixed" and args.length_spread != 0:
+        raise InputError(
+            "fixed lengths have no spread: give --lengths uniform or lognormal with it",
+            field="--length-spread",
+        )
+    most = 1.0 if args.lengths == "uniform" else MAX_LOG_SPREAD
+    if not (np.isfinite(args.length_spread) and 0 <= args.length_spread <= most):
+        what = "a share of the mean" if args.lengths == "uniform" else "the log's s.d."
+        raise InputError(
+            f"{args.length_spread} is outside 0..{most:g} ({what})", field="--length-spread"
+        )
+
+
+def _serve_row(args, i: int, scenario: dict, loads, priced, slos, baselines) -> list:
+    """Both arms of scenario row `i` under every load: a summary frame per load. The
+    baseline's runs are shared through `baselines` (keyed by the scenario as the baseline
+    reads it, the load and the lengths)."""
+    import pandas as pd
+
+    from simulator.serving import (
+        Lengths,
+        arm_key,
+        arm_scenario,
+        price_arms,
+        run_arms,
+        summarise_arms,
+    )
+
+    rows = []
+    prompt_mean = float(scenario.get("prompt_len", 1024))
+    output_mean = float(scenario.get("output_len", 256))
+    lengths = [
+        Lengths(
+            mean,
+            args.lengths,
+            args.length_spread * mean if args.lengths == "uniform" else args.length_spread,
+        )
+        for mean in (prompt_mean, output_mean)
+    ]
+    arm_models = None  # the step models, priced once for every load of this row
+    for load in loads:
+        where = f"rate {load.rate}/s" if load.rate else f"concurrency {load.concurrency}"
+        _log(f"scenario {i + 1}, {where}: {args.requests} requests per arm")
+        try:
+            if arm_models is None:
+                arm_models = price_arms(scenario, prompt_mean, output_mean, **priced)
+            parts = []
+            for arm, model in arm_models:
+                key = None
+                if arm == "baseline":
+                    key = (arm_key(arm_scenario(scenario, False)), load, *lengths)
+                part = baselines.get(key)
+                if part is None:
+                    ran = run_arms(
+                        scenario,
+                        load,
+                        *lengths,
+                        acceptance_spread=args.acceptance_spread,
+                        arm_models=[(arm, model)],
+                    )
+                    part = summarise_arms(ran, load, **slos)
+                    if key is not None:
+                        baselines[key] = part
+                parts.append(part)
+            out = pd.concat(parts, ignore_index=True)
+            out["status"] = "ok"
+            for arm, refused in zip(out["arm"], out["refused"], strict=True):
+                if refused:
+                    _log(
+                        f"warning: scenario {i + 1}, {where}, {arm}: {refused} of "
+                        f"{load.requests} requests are longer than the KV cache holds "
+                        "and were refused (no latencies)"
+                    )
+        except InputError as exc:
+            if exc.field == "requests":  # the bound the check above estimates
+                raise InputError(
+                    f"scenario {i + 1}: {exc.bare_message}", field="--requests"
+                ) from None
+            if exc.field != "scenario":
+                raise InputError(
+                    exc.bare_message, file=args.inp, row=int(i) + 1, field=exc.field
+                ) from None
+            # Valid input whose setup cannot run: the reason, no numbers, as predict does.
+            out = pd.DataFrame(
+                [
+                    {
+                        "arm": "spec" if "with speculation" in exc.bare_message else "baseline",
+                        "rate": load.rate,
+                        "concurrency": load.concurrency,
+                        "requests": load.requests,
+                        "status": exc.bare_message,
+                    }
+                ]
+            )
+        out.insert(0, "scenario", int(i) + 1)
+        for col in ("gpu", "method", "target"):
+            out.insert(1, col, scenario.get(col, ""))
+        rows.append(out)
+    return rows
 
 
 def cmd_columns(args) -> int:
@@ -699,11 +723,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m simulator", description="SpecPlan analytic model of speculative decoding"
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+def _add_predict(sub) -> None:
+    """The `predict` command's flags."""
     p = sub.add_parser("predict", help="scenario table in, predictions out (CSV or Parquet)")
     p.add_argument("--in", dest="inp", required=True, help="scenario table (.csv or .parquet)")
     p.add_argument("--out", required=True, help="predictions (.csv or .parquet)")
@@ -724,6 +745,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--columns", help=f"{COLUMNS_HELP}; not with --report")
     _common(p)
     p.set_defaults(func=cmd_predict)
+
+
+def _add_sweep(sub) -> None:
+    """The `sweep` command's flags."""
     s = sub.add_parser("sweep", help="predict a grid of K, acceptance and batch")
     s.add_argument("--target", required=True)
     s.add_argument("--method", default="draft_model")
@@ -746,6 +771,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--columns", help=COLUMNS_HELP)
     _common(s)
     s.set_defaults(func=cmd_sweep)
+
+
+def _add_validate(sub) -> None:
+    """The `validate` command's flags."""
     v = sub.add_parser(
         "validate", help="score the model against published measurements, one row per case"
     )
@@ -774,6 +803,10 @@ def main(argv: list[str] | None = None) -> int:
         help="also keep this run's figures in the library (`library history` follows them)",
     )
     v.set_defaults(func=cmd_validate)
+
+
+def _add_serve(sub) -> None:
+    """The `serve` command's flags."""
     r = sub.add_parser(
         "serve",
         help="request-level simulation of each scenario under a request rate or concurrency",
@@ -810,6 +843,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seed", type=int, default=0)
     _common(r)
     r.set_defaults(func=cmd_serve)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """The command line's parser: one subcommand per `_add_*`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m simulator", description="SpecPlan analytic model of speculative decoding"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_predict, _add_sweep, _add_validate, _add_serve):
+        add(sub)
     c = sub.add_parser("columns", help="list the scenario columns and their defaults")
     c.set_defaults(func=cmd_columns)
     from simulator.search.cli import add_parser as add_search
@@ -818,7 +861,11 @@ def main(argv: list[str] | None = None) -> int:
     from library.cli import add_library_parser
 
     add_library_parser(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
     try:
         if getattr(args, "out", None):
             check_out(args.out)

@@ -154,9 +154,6 @@ def get_draft_step_ms(
     m = method_masks(method)
     k = np.asarray(k, dtype=float)
     b = np.asarray(batch, dtype=float)
-    tp = np.asarray(hw.num_gpus, dtype=float)
-    h = t.hidden_size
-    lm_head = t.vocab_size * h
 
     def draft_model_round():
         one_step = draft_model_step_ms
@@ -178,47 +175,12 @@ def get_draft_step_ms(
         return rounds
 
     def head_steps():
-        def mtp_layer():
-            experts = get_experts_touched(t.num_experts, t.experts_per_token, b)
-            return _layer_shared_params(t) + experts * t.params_per_expert
-
-        def eagle_layer():
-            return get_head_params("eagle", t, k) - 2.0 * h * h
-
-        if isinstance(m["mtp"], bool):
-            head_layer = mtp_layer() if m["mtp"] else eagle_layer()
-        else:
-            head_layer = np.where(m["mtp"], mtp_layer(), eagle_layer())
-        fusion = np.where(m["eagle3"], 3.0, 2.0) * h * h
-        head_params = head_layer + fusion + lm_head
-        head_kv = (b * np.asarray(context_len) + b) * t.kv_values_per_token_per_layer * kv_bytes
-        head_bytes = head_params * weight_bytes / tp + head_kv * get_kv_share_per_gpu(t, tp)
-        head_flops = (
-            2.0 * head_params * b
-            + 4.0 * b * np.asarray(context_len) * t.num_attention_heads * t.head_dim
-        ) / tp
-        head_step = (
-            get_roofline_ms(head_bytes, head_flops, hw.bw_gbps, hw.tflops, d_defaults, hw.sharpness)
-            + get_allreduce_ms(tp, 2.0, b, h, hw.link_gbps, d_defaults)
-            + head_overhead
-        )
-        return k * head_step
+        step = _get_head_step_ms(m, t, hw, b, k, context_len, weight_bytes, kv_bytes, d_defaults)
+        return k * (step + head_overhead)
 
     def medusa_step():
-        medusa_params = (k if medusa_heads is None else np.asarray(medusa_heads, float)) * (
-            h * h + lm_head
-        )
-        return (
-            get_roofline_ms(
-                medusa_params * weight_bytes / tp,
-                2.0 * medusa_params * b / tp,
-                hw.bw_gbps,
-                hw.tflops,
-                d_defaults,
-                hw.sharpness,
-            )
-            + head_overhead
-        )
+        heads = k if medusa_heads is None else np.asarray(medusa_heads, float)
+        return _get_medusa_step_ms(t, hw, b, heads, weight_bytes, d_defaults) + head_overhead
 
     return _select(
         [
@@ -226,6 +188,56 @@ def get_draft_step_ms(
             (m["eagle"] | m["eagle3"] | m["mtp"], head_steps),
             (m["medusa"], medusa_step),
         ]
+    )
+
+
+def _get_head_step_ms(
+    m, t: ModelArrays, hw: Hardware, b, k, context_len, weight_bytes, kv_bytes, d
+):
+    """ms of one EAGLE/MTP head forward (one decoder layer, the fusion and the LM head)
+    without its fixed overhead: an MTP module's layer with its experts, an EAGLE head's
+    layer otherwise."""
+    tp = np.asarray(hw.num_gpus, dtype=float)
+    h = t.hidden_size
+    lm_head = t.vocab_size * h
+
+    def mtp_layer():
+        experts = get_experts_touched(t.num_experts, t.experts_per_token, b)
+        return _layer_shared_params(t) + experts * t.params_per_expert
+
+    def eagle_layer():
+        return get_head_params("eagle", t, k) - 2.0 * h * h
+
+    if isinstance(m["mtp"], bool):
+        head_layer = mtp_layer() if m["mtp"] else eagle_layer()
+    else:
+        head_layer = np.where(m["mtp"], mtp_layer(), eagle_layer())
+    fusion = np.where(m["eagle3"], 3.0, 2.0) * h * h
+    head_params = head_layer + fusion + lm_head
+    head_kv = (b * np.asarray(context_len) + b) * t.kv_values_per_token_per_layer * kv_bytes
+    head_bytes = head_params * weight_bytes / tp + head_kv * get_kv_share_per_gpu(t, tp)
+    head_flops = (
+        2.0 * head_params * b
+        + 4.0 * b * np.asarray(context_len) * t.num_attention_heads * t.head_dim
+    ) / tp
+    return get_roofline_ms(
+        head_bytes, head_flops, hw.bw_gbps, hw.tflops, d, hw.sharpness
+    ) + get_allreduce_ms(tp, 2.0, b, h, hw.link_gbps, d)
+
+
+def _get_medusa_step_ms(t: ModelArrays, hw: Hardware, b, heads, weight_bytes, d):
+    """ms of one forward of `heads` Medusa heads (each a residual block and an LM head),
+    without its fixed overhead."""
+    tp = np.asarray(hw.num_gpus, dtype=float)
+    h = t.hidden_size
+    medusa_params = heads * (h * h + t.vocab_size * h)
+    return get_roofline_ms(
+        medusa_params * weight_bytes / tp,
+        2.0 * medusa_params * b / tp,
+        hw.bw_gbps,
+        hw.tflops,
+        d,
+        hw.sharpness,
     )
 
 

@@ -630,6 +630,51 @@ def validate_scenarios(
                 file=source,
                 field=col,
             )
+    text, known = _check_text(cols, n, gpus, models, check)
+    method, draft, gpu = text["method"], text["draft"], text["gpu"]
+    is_draft = method.codes == METHODS.index("draft_model")
+    spec = method.codes != METHODS.index("none")
+    values, given, k = _check_numbers(cols, n, method, spec, check)
+    price = values["gpu_hourly_usd"]
+    positions, ignored, pos_col = _check_acceptance(
+        cols, n, method, draft, values, given, spec, k, check
+    )
+    verify = values["verify_tokens"]
+    verify = np.where(np.isnan(verify), k + 1, verify)
+    check.fail_where(
+        verify < k + 1,
+        "verify_tokens",
+        lambda i: f"{verify[i]:g} must be at least k+1 = {k[i] + 1:g}",
+    )
+    values["k"] = k
+    values["verify_tokens"] = verify
+    catalog_price = np.array(
+        [s.price_usd_per_hr if s.price_usd_per_hr is not None else np.nan for s in gpus.values()]
+    )
+    values["gpu_hourly_usd"] = np.where(np.isnan(price), catalog_price[gpu.codes], price)
+    # A draft named on a row that does not use one is dropped (`ignored` warns of it).
+    codes = {c: text[c].codes for c in TEXT_COLUMNS}
+    codes["draft"] = np.where(is_draft & (draft.codes >= 0), draft.codes, 0).astype(np.int16)
+    derived = ("k", "verify_tokens", "gpu_hourly_usd")  # defaults that differ by row
+    constant = {c for c in TEXT_COLUMNS if c not in cols}
+    constant |= {c for c, g in given.items() if g is None and c not in derived}
+    released = codes["weight_dtype"]
+    if (released != released[0]).any():  # absent, and targets released in different dtypes
+        constant.discard("weight_dtype")
+    return ScenarioArrays(
+        n=n,
+        codes=codes,
+        categories=known,
+        values=values,
+        positions=positions,
+        positions_column=None if pos_col is None else pos_col.array,
+        constant=frozenset(constant),
+        ignored=ignored,
+    )
+
+
+def _check_text(cols, n: int, gpus, models, check: _Checker):
+    """The text columns as codes, every unknown id refused: (text columns, known ids)."""
     known = {
         "target": list(models),
         "method": list(METHODS),
@@ -697,10 +742,16 @@ def validate_scenarios(
         lambda i: f"unknown model '{draft.value(i)}'; known: {', '.join(sorted(models))}",
     )
 
+    return text, known
+
+
+def _check_numbers(cols, n: int, method, spec, check: _Checker):
+    """The numeric columns with their defaults, every out-of-range value refused:
+    (values, given, k), `given` a mask of the cells the table filled (None: no column), `k`
+    with its defaults (`values["k"]` stays as given until the acceptance is checked)."""
     values, given = {}, {}
     for col in (*_INT_COLUMNS, *_FLOAT_COLUMNS):
         values[col], given[col] = _numeric(cols.get(col), n, col, check)
-    spec = method.codes != METHODS.index("none")
     k = values["k"]
     k = np.where(np.isnan(k), np.where(spec, DEFAULT_K_SPECULATIVE, 0), k)
     k = np.where(spec, k, 0)
@@ -769,6 +820,12 @@ def validate_scenarios(
     price = values["gpu_hourly_usd"]
     check.fail_where(price < 0, "gpu_hourly_usd", lambda i: f"{price[i]:g} is negative")
 
+    return values, given, k
+
+
+def _check_acceptance(cols, n: int, method, draft, values, given, spec, k, check: _Checker):
+    """Exactly one way of stating acceptance per speculative row, each in range:
+    (per-position rates or None, the ignored-column bits, the positions column)."""
     pos_col = cols.get("acceptance_per_position")
     pos_given = np.zeros(n, bool) if pos_col is None else ~_blank(pos_col)
     ignored = _ignored(method.codes, draft.codes, values, given, pos_given)
@@ -825,38 +882,7 @@ def validate_scenarios(
         if not spec.all():
             positions = np.where(spec[:, None], positions, np.nan)
 
-    verify = values["verify_tokens"]
-    verify = np.where(np.isnan(verify), k + 1, verify)
-    check.fail_where(
-        verify < k + 1,
-        "verify_tokens",
-        lambda i: f"{verify[i]:g} must be at least k+1 = {k[i] + 1:g}",
-    )
-    values["k"] = k
-    values["verify_tokens"] = verify
-    catalog_price = np.array(
-        [s.price_usd_per_hr if s.price_usd_per_hr is not None else np.nan for s in gpus.values()]
-    )
-    values["gpu_hourly_usd"] = np.where(np.isnan(price), catalog_price[gpu.codes], price)
-    # A draft named on a row that does not use one is dropped (`ignored` warns of it).
-    codes = {c: text[c].codes for c in TEXT_COLUMNS}
-    codes["draft"] = np.where(is_draft & (draft.codes >= 0), draft.codes, 0).astype(np.int16)
-    derived = ("k", "verify_tokens", "gpu_hourly_usd")  # defaults that differ by row
-    constant = {c for c in TEXT_COLUMNS if c not in cols}
-    constant |= {c for c, g in given.items() if g is None and c not in derived}
-    released = codes["weight_dtype"]
-    if (released != released[0]).any():  # absent, and targets released in different dtypes
-        constant.discard("weight_dtype")
-    return ScenarioArrays(
-        n=n,
-        codes=codes,
-        categories=known,
-        values=values,
-        positions=positions,
-        positions_column=None if pos_col is None else pos_col.array,
-        constant=frozenset(constant),
-        ignored=ignored,
-    )
+    return positions, ignored, pos_col
 
 
 def normalise_scenarios(

@@ -537,6 +537,15 @@ def run(
         scale = levels / p1 if p1 > 0 else np.zeros(n)
         cond = np.clip(deepest.conditional[None, :] * scale[:, None], 0.0, 1.0)
         cond[:, 0] = levels
+    limits = dict(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
+    return _run_admitted(model, load, rng_accept, p_len, o_len, arrival, levels, cond, limits)
+
+
+def _run_admitted(model, load, rng_accept, p_len, o_len, arrival, levels, cond, limits):
+    """`run` once the requests are drawn: the ones that can never run are refused, the
+    rest go through the engine, and the table gets a row for every request."""
+    by_k = model.models if isinstance(model, Schedule) else {model.k: model}
+    n = len(p_len)
     # A request longer than the context window is refused on arrival, as vLLM's server
     # refuses one past max_model_len (a prompt plus max_tokens above it); so is one longer
     # than the whole KV cache holds, which could never finish (it would preempt itself for
@@ -547,9 +556,10 @@ def run(
     window = min((m.max_len for m in by_k.values() if m.max_len), default=None)
     if window is not None:
         refused |= p_len + o_len > window
-    limits = dict(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
     if not refused.any():
-        return _engine(model, load, rng_accept, p_len, o_len, arrival, levels, cond, **limits)
+        return _Scheduler(
+            model, load, rng_accept, p_len, o_len, arrival, levels, cond, limits
+        ).run()
     keep = np.flatnonzero(~refused)
     if load.rate is not None:
         arrival_kept = arrival[keep]
@@ -558,7 +568,7 @@ def run(
         arrival_kept[: min(load.concurrency, len(keep))] = 0.0
         arrival = np.full(n, np.nan)  # a refused request of a closed loop takes no turn
     if len(keep):
-        inner = _engine(
+        inner = _Scheduler(
             model,
             load,
             rng_accept,
@@ -567,8 +577,8 @@ def run(
             arrival_kept,
             levels[keep],
             cond[keep],
-            **limits,
-        )
+            limits,
+        ).run()
     else:
         no_itl = (np.zeros(0), np.zeros(0))
         inner = RunResult(
@@ -603,310 +613,408 @@ def run(
 _LATENCIES = ("ttft_ms", "tpot_ms", "e2e_ms")
 
 
-def _engine(
-    model,
-    load,
-    rng_accept,
-    p_len,
-    o_len,
-    arrival,
-    levels,
-    cond,
-    max_num_batched_tokens,
-    max_num_seqs,
-) -> RunResult:
-    """`run`'s engine over the requests drawn (every one of which fits the KV cache)."""
-    schedule = model if isinstance(model, Schedule) else None
-    by_k = schedule.models if schedule else {model.k: model}
-    n, kmax = len(p_len), max(by_k)
-    paths = _Paths(rng_accept, np.cumprod(cond, axis=1), o_len, by_k)
+class _Scheduler:
+    """`run`'s engine over the requests drawn (every one of which fits the KV cache): a
+    vLLM V1 step scheduler over a struct of per-request arrays.
 
-    # Scalar per-request state lives in lists (a list item costs a fraction of a numpy
-    # scalar's access); what segments read and write in bulk stays in arrays.
-    p_list = p_len.tolist()
-    o_list = o_len.tolist()
-    filled = [0] * n  # prompt tokens (recomputed ones after a preemption) in KV
-    target = list(p_list)  # tokens to prefill before the request decodes
-    chunk = [0] * n
-    generated = np.zeros(n, np.int64)  # as of the start of the current decode segment
-    done_rounds = np.zeros(n, np.int64)  # decode rounds, as of the same
-    kv_off = np.zeros(n, np.int64)  # KV tokens minus generated tokens while decoding
-    seg_step = np.zeros(n, np.int64)  # engine step the current segment starts at
-    seg_prev = np.full(n, np.nan)  # the emission before the segment's first round
-    seg_k = np.zeros(n, np.int64)
-    flat_at = np.zeros(n, np.int64)  # flat round index - step, while decoding
-    kv_at = np.zeros(n, np.int64)  # KV tokens - cum[flat round], while decoding
-    finish_step = np.zeros(n, np.int64)
-    first = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    last_emit = np.full(n, np.nan)
-    closed: list[tuple[np.ndarray, ...]] = []
-    log: list[tuple[int, int, float, float]] = []  # (first step, steps, clock, step ms)
-    queue_t: list[float] = []
-    queue_n: list[int] = []
-    waiting: deque[int] = deque()
-    # Insertion-ordered sets (dicts): removing a finished request costs O(1), and the
-    # order is the order of a list the finished ones were filtered out of.
-    running: dict[int, None] = {}
-    prefilling: list[int] = []
-    decoding: dict[int, None] = {}
-    dec = np.zeros(0, np.int64)
-    dec_flat = dec_reserve = dec_finish = dec
-    dec_first = 0
-    changed = False
-    step, clock, done, arrived, preemptions = 0, 0.0, 0, 0, 0
-    area = 0.0  # requests in the engine x ms, for the time-average (Little's law)
-    next_closed = min(load.concurrency or 0, n)
-    model = by_k[kmax] if schedule is None else model
-    k = model.k if schedule is None else -1
-    decode_ms = [] if schedule is not None else model.decode_ms.tolist()
+    One pass of `run` reads top to bottom: `follow_schedule` (a K schedule's K for this
+    batch), `admit_arrivals`, `schedule_step` (running requests first: prefill chunks and
+    decode blocks; `preempt` the newest while the KV cache overflows; then admit waiting
+    requests in arrival order), `advance` (price the step and move the clock, over a run
+    of identical steps where nothing can change), `finish_prefills` (requests whose prompt
+    is in start or resume decoding) and `finish` (requests that emitted their last token
+    leave; a closed loop sends the next). Decode progress is not stepped token by token:
+    a decoding request's rounds are a segment along its drawn path (`_Paths`), opened
+    when it starts decoding and closed when it stops (`open_segments`, `close_segments`).
+    """
 
-    def view():
+    def __init__(
+        self, model, load, rng_accept, p_len, o_len, arrival, levels, cond, limits
+    ) -> None:
+        schedule = model if isinstance(model, Schedule) else None
+        self.schedule = schedule
+        by_k = schedule.models if schedule else {model.k: model}
+        n, kmax = len(p_len), max(by_k)
+        self.n, self.load, self.levels = n, load, levels
+        self.max_tokens = limits["max_num_batched_tokens"]
+        self.max_seqs = limits["max_num_seqs"]
+        self.paths = _Paths(rng_accept, np.cumprod(cond, axis=1), o_len, by_k)
+        self.p_len, self.o_len, self.arrival = p_len, o_len, arrival
+        self.arrival_at = arrival.tolist()  # the same, for reading one at a time
+        # Scalar per-request state lives in lists (a list item costs a fraction of a numpy
+        # scalar's access); what segments read and write in bulk stays in arrays.
+        self.p_list = p_len.tolist()
+        self.o_list = o_len.tolist()
+        self.filled = [0] * n  # prompt tokens (recomputed ones after a preemption) in KV
+        self.target = list(self.p_list)  # tokens to prefill before the request decodes
+        self.chunk = [0] * n
+        self.generated = np.zeros(n, np.int64)  # as of the start of the current segment
+        self.done_rounds = np.zeros(n, np.int64)  # decode rounds, as of the same
+        self.kv_off = np.zeros(n, np.int64)  # KV tokens minus generated ones, decoding
+        self.seg_step = np.zeros(n, np.int64)  # engine step the current segment starts at
+        self.seg_prev = np.full(n, np.nan)  # the emission before the segment's first round
+        self.seg_k = np.zeros(n, np.int64)
+        self.flat_at = np.zeros(n, np.int64)  # flat round index - step, while decoding
+        self.kv_at = np.zeros(n, np.int64)  # KV tokens - cum[flat round], while decoding
+        self.finish_step = np.zeros(n, np.int64)
+        self.first = np.full(n, np.nan)
+        self.finish_ms = np.full(n, np.nan)
+        self.last_emit = np.full(n, np.nan)
+        self.closed: list[tuple[np.ndarray, ...]] = []
+        self.log: list[tuple[int, int, float, float]] = []  # (first step, steps, clock, ms)
+        self.queue_t: list[float] = []
+        self.queue_n: list[int] = []
+        self.waiting: deque[int] = deque()
+        # Insertion-ordered sets (dicts): removing a finished request costs O(1), and the
+        # order is the order of a list the finished ones were filtered out of.
+        self.running: dict[int, None] = {}
+        self.prefilling: list[int] = []
+        self.decoding: dict[int, None] = {}
+        self.dec = self.dec_flat = self.dec_reserve = self.dec_finish = np.zeros(0, np.int64)
+        self.dec_first = 0
+        self.changed = False
+        self.step, self.clock, self.done, self.arrived, self.preemptions = 0, 0.0, 0, 0, 0
+        self.area = 0.0  # requests in the engine x ms, for the time-average (Little's law)
+        self.next_closed = min(load.concurrency or 0, n)
+        self.model = by_k[kmax] if schedule is None else model
+        self.k = self.model.k if schedule is None else -1
+        self.decode_ms = [] if schedule is not None else self.model.decode_ms.tolist()
+
+    def run(self) -> RunResult:
+        """Step the engine until every request has finished (or nothing more arrives)."""
+        n, arrival, running, waiting = self.n, self.arrival_at, self.running, self.waiting
+        view, admit_arrivals, schedule_step = self.view, self.admit_arrivals, self.schedule_step
+        advance, finish_prefills, finish = self.advance, self.finish_prefills, self.finish
+        follow = self.follow_schedule if self.schedule is not None else None
+        while self.done < n:
+            if self.changed:
+                view()
+            if follow is not None:
+                follow()
+            if self.arrived < n and arrival[self.arrived] <= self.clock:
+                admit_arrivals()
+            if not running and not waiting:
+                if self.arrived >= n or not math.isfinite(arrival[self.arrived]):
+                    break
+                self.clock = float(arrival[self.arrived])
+                continue
+            used, prefill_tokens = schedule_step()
+            if self.changed:
+                view()
+            if not running:
+                if self.arrived < n and math.isfinite(arrival[self.arrived]):
+                    self.clock = max(self.clock, float(arrival[self.arrived]))
+                    continue
+                break
+            rounds = advance(used, prefill_tokens)
+            ended = finish_prefills(rounds) if self.prefilling else []
+            if ended or (self.dec_first <= self.step and len(self.dec)):
+                finish(ended)
+        return self.result()
+
+    def view(self) -> None:
         """The decoding requests as arrays: ids, path offsets, finish steps, the first
         finish, and `reserve`, which with the path's tokens gives each one's KV blocks
         this step, `(cum[flat + step] + reserve) // BLOCK_SIZE` (with K = 0, `reserve`
         already holds `flat`: `(reserve + step) // BLOCK_SIZE`)."""
-        dec = np.fromiter(decoding, np.int64, len(decoding))
-        finish = finish_step[dec]
-        flat = flat_at[dec]
+        dec = np.fromiter(self.decoding, np.int64, len(self.decoding))
+        finish = self.finish_step[dec]
+        flat = self.flat_at[dec]
         # vLLM reserves the step's new tokens and the draft's lookahead slots.
-        reserve = kv_at[dec] + (k + model.lookahead + BLOCK_SIZE - 1)
-        if not k:
+        reserve = self.kv_at[dec] + (self.k + self.model.lookahead + BLOCK_SIZE - 1)
+        if not self.k:
             reserve += flat
-        return dec, flat, reserve, finish, int(finish.min()) if len(dec) else 0
+        self.dec, self.dec_flat, self.dec_reserve, self.dec_finish = dec, flat, reserve, finish
+        self.dec_first = int(finish.min()) if len(dec) else 0
+        self.changed = False
 
-    def open_segments(ids: np.ndarray) -> None:
-        seg_step[ids] = step
-        seg_prev[ids] = last_emit[ids]
-        seg_k[ids] = k
-        start = paths.off[ids] + done_rounds[ids]
+    def open_segments(self, ids: np.ndarray) -> None:
+        """Start decode segments for requests `ids` at this step and K."""
+        paths, step, k = self.paths, self.step, self.k
+        done_rounds, generated = self.done_rounds[ids], self.generated[ids]
+        self.seg_step[ids] = step
+        self.seg_prev[ids] = self.last_emit[ids]
+        self.seg_k[ids] = k
+        start = paths.off[ids] + done_rounds
         cum = paths.cum.get(k)
         base = cum[start] if k else start
-        flat_at[ids] = start - step
-        kv_at[ids] = generated[ids] + kv_off[ids] - base
-        finish_step[ids] = step + paths.rounds_to(
-            k, ids, done_rounds[ids], o_len[ids] - generated[ids]
+        self.flat_at[ids] = start - step
+        self.kv_at[ids] = generated + self.kv_off[ids] - base
+        self.finish_step[ids] = step + paths.rounds_to(
+            k, ids, done_rounds, self.o_len[ids] - generated
         )
 
-    def close_segments(ids: np.ndarray) -> None:
-        rounds = step - seg_step[ids]
+    def close_segments(self, ids: np.ndarray) -> None:
+        """End the decode segments of requests `ids` at this step: their tokens so far."""
+        rounds = self.step - self.seg_step[ids]
         ran = rounds > 0
         ids, rounds = ids[ran], rounds[ran]
         if not len(ids):
             return
-        closed.append(
-            (
-                ids,
-                seg_step[ids],
-                done_rounds[ids],
-                rounds,
-                generated[ids],
-                seg_prev[ids],
-                seg_k[ids],
-            )
-        )
-        got = paths.tokens(k, ids, done_rounds[ids], done_rounds[ids] + rounds)
-        generated[ids] = np.minimum(generated[ids] + got, o_len[ids])
-        done_rounds[ids] += rounds
-        last_emit[ids] = clock
+        done_rounds, generated = self.done_rounds[ids], self.generated[ids]
+        self.closed.append(
+            (ids, self.seg_step[ids], done_rounds, rounds, generated, self.seg_prev[ids],
+             self.seg_k[ids])
+        )  # fmt: skip
+        got = self.paths.tokens(self.k, ids, done_rounds, done_rounds + rounds)
+        self.generated[ids] = np.minimum(generated + got, self.o_len[ids])
+        self.done_rounds[ids] += rounds
+        self.last_emit[ids] = self.clock
 
-    while done < n:
-        if changed:
-            dec, dec_flat, dec_reserve, dec_finish, dec_first = view()
-            changed = False
-        if schedule is not None:
-            picked = schedule.pick(len(running) + (1 if waiting else 0))
-            if picked.k != k:
-                if len(dec):
-                    close_segments(dec)
-                    model, k = picked, picked.k
-                    open_segments(dec)
-                model, k = picked, picked.k
-                decode_ms = model.decode_ms.tolist()
-                dec, dec_flat, dec_reserve, dec_finish, dec_first = view()
-        per_decode = 1 + k
+    def follow_schedule(self) -> None:
+        """Switch to the K the schedule gives this batch, re-opening decode segments."""
+        picked = self.schedule.pick(len(self.running) + (1 if self.waiting else 0))
+        if picked.k == self.k:
+            return
+        if len(self.dec):
+            self.close_segments(self.dec)
+            self.model, self.k = picked, picked.k
+            self.open_segments(self.dec)
+        self.model, self.k = picked, picked.k
+        self.decode_ms = picked.decode_ms.tolist()
+        self.view()
+
+    def admit_arrivals(self) -> None:
+        """Requests that have arrived by now join the waiting queue."""
+        arrival, waiting, n, clock = self.arrival_at, self.waiting, self.n, self.clock
+        arrived = self.arrived
         while arrived < n and arrival[arrived] <= clock:
             waiting.append(arrived)
             arrived += 1
-        if not running and not waiting:
-            if arrived >= n or not math.isfinite(arrival[arrived]):
-                break
-            clock = float(arrival[arrived])
-            continue
-        left = max_num_batched_tokens - len(dec) * per_decode
+        self.arrived = arrived
+
+    def schedule_step(self) -> tuple[int, int]:
+        """This step's batch, vLLM V1's way: running requests first (their prefill chunks
+        within the token budget, every decode's 1 + K tokens), preempting the newest while
+        the KV blocks overflow; then waiting requests in arrival order while seats, budget
+        and blocks last. Returns (KV blocks used, prefill tokens)."""
+        filled, target, chunk, dec, k = self.filled, self.target, self.chunk, self.dec, self.k
+        left = self.max_tokens - len(dec) * (1 + k)
         used = 0
         prefill_tokens = 0
-        for r in prefilling:
+        for r in self.prefilling:
             c = max(0, min(target[r] - filled[r], left))
             chunk[r] = c
             left -= c
             prefill_tokens += c
             used += -(-(filled[r] + c) // BLOCK_SIZE)
+        blocks = None
         if len(dec):
-            blocks = (
-                paths.cum[k][dec_flat + step] + dec_reserve if k else dec_reserve + step
-            ) // BLOCK_SIZE
+            step = self.step
+            if k:
+                blocks = (self.paths.cum[k][self.dec_flat + step] + self.dec_reserve) // BLOCK_SIZE
+            else:
+                blocks = (self.dec_reserve + step) // BLOCK_SIZE
             used += int(blocks.sum())
-        while running and used > model.kv_blocks:
+        if used > self.model.kv_blocks and self.running:
+            left, used, prefill_tokens = self.preempt(left, used, prefill_tokens, blocks)
+        if self.waiting:
+            left, used, prefill_tokens = self.admit(left, used, prefill_tokens)
+        return used, prefill_tokens
+
+    def preempt(self, left, used, prefill_tokens, blocks) -> tuple[int, int, int]:
+        """Free the newest running request while the KV blocks overflow: its blocks go,
+        its prompt and output are recomputed later, it waits at the queue's front."""
+        running, chunk, filled = self.running, self.chunk, self.filled
+        while running and used > self.model.kv_blocks:
             victim = running.popitem()[0]
-            preemptions += 1
-            if victim in prefilling:
-                prefilling.remove(victim)
+            self.preemptions += 1
+            if victim in self.prefilling:
+                self.prefilling.remove(victim)
                 left += chunk[victim]
                 prefill_tokens -= chunk[victim]
                 used -= -(-(filled[victim] + chunk[victim]) // BLOCK_SIZE)
             else:
-                where = list(decoding).index(victim)
+                where = list(self.decoding).index(victim)
                 used -= int(blocks[where])
-                close_segments(np.array([victim]))
-                del decoding[victim]
+                self.close_segments(np.array([victim]))
+                del self.decoding[victim]
                 blocks = np.delete(blocks, where)
-                changed = True
+                self.changed = True
             chunk[victim] = 0
-            target[victim] = p_list[victim] + int(generated[victim])
+            self.target[victim] = self.p_list[victim] + int(self.generated[victim])
             filled[victim] = 0
-            waiting.appendleft(victim)
-        while waiting and len(running) < max_num_seqs and left > 0:
+            self.waiting.appendleft(victim)
+        return left, used, prefill_tokens
+
+    def admit(self, left, used, prefill_tokens) -> tuple[int, int, int]:
+        """Waiting requests start prefilling in arrival order, FCFS: the first that lacks
+        a seat (`max_num_seqs`), budget or blocks stops the queue."""
+        waiting, running, target, kv_blocks = (
+            self.waiting,
+            self.running,
+            self.target,
+            self.model.kv_blocks,
+        )
+        while waiting and len(running) < self.max_seqs and left > 0:
             r = waiting[0]
             take = min(target[r], left)
             extra = -(-take // BLOCK_SIZE)
-            if used + extra > model.kv_blocks:
+            if used + extra > kv_blocks:
                 break
             waiting.popleft()
             running[r] = None
-            prefilling.append(r)
-            chunk[r] = take
+            self.prefilling.append(r)
+            self.chunk[r] = take
             left -= take
             prefill_tokens += take
             used += extra
-        if changed:
-            dec, dec_flat, dec_reserve, dec_finish, dec_first = view()
-            changed = False
-        if not running:
-            if arrived < n and math.isfinite(arrival[arrived]):
-                clock = max(clock, float(arrival[arrived]))
-                continue
-            break
+        return left, used, prefill_tokens
+
+    def advance(self, used: int, prefill_tokens: int) -> int:
+        """Price the step and move the clock over it, or over a run of identical steps
+        where nothing can change; returns the steps taken."""
+        model, decode_ms, n_dec = self.model, self.decode_ms, len(self.dec)
         step_ms = float(
-            decode_ms[min(len(dec), len(decode_ms) - 1)]
-            + model.prefill_ms_per_token * prefill_tokens
+            decode_ms[min(n_dec, len(decode_ms) - 1)] + model.prefill_ms_per_token * prefill_tokens
         )
-        rounds = 1
+        rounds = self.repeats(used, step_ms)
+        self.log.append((self.step, rounds, self.clock, step_ms))
+        self.area += (len(self.waiting) + len(self.running)) * rounds * step_ms
+        self.clock += rounds * step_ms
+        self.step += rounds
+        self.queue_t.append(self.clock)
+        self.queue_n.append(len(self.waiting))
+        return rounds
+
+    def repeats(self, used: int, step_ms: float) -> int:
+        """How many identical steps run before anything can change."""
+        model, prefilling = self.model, self.prefilling
+        next_arrival = None
+        if self.arrived < self.n and math.isfinite(self.arrival_at[self.arrived]):
+            next_arrival = self.arrival_at[self.arrived]
         if not prefilling:
             # Nothing prefills and every waiting request is blocked (seats, blocks or budget
             # free up only when a request finishes): steps repeat until the next arrival,
             # the first finish, or the point where the KV cache could run out.
-            rounds = dec_first - step
-            if arrived < n and math.isfinite(arrival[arrived]):
-                rounds = min(rounds, math.floor((arrival[arrived] - clock) / step_ms))
-            growth = len(dec) * (per_decode + model.lookahead)
-            rounds = max(1, min(rounds, (model.kv_blocks - used) * BLOCK_SIZE // growth))
-        elif (
-            not len(dec)
-            and chunk[prefilling[0]] == max_num_batched_tokens
-            and (schedule is None or schedule.pick(len(running) + (1 if waiting else 0)) is model)
+            rounds = self.dec_first - self.step
+            if next_arrival is not None:
+                rounds = min(rounds, math.floor((next_arrival - self.clock) / step_ms))
+            growth = len(self.dec) * (1 + self.k + model.lookahead)
+            return max(1, min(rounds, (model.kv_blocks - used) * BLOCK_SIZE // growth))
+        if (
+            not len(self.dec)
+            and self.chunk[prefilling[0]] == self.max_tokens
+            and (
+                self.schedule is None
+                or self.schedule.pick(len(self.running) + (1 if self.waiting else 0)) is model
+            )
         ):
             # Nothing decodes and the first prompt takes the whole token budget, so no one
             # else prefills or is admitted (and a K schedule keeps its K): steps repeat
             # until the step before its last chunk, the next arrival, or the point where
             # its blocks would not fit.
             r = prefilling[0]
-            c = chunk[r]
-            rounds = (target[r] - filled[r] - 1) // c
-            if arrived < n and math.isfinite(arrival[arrived]):
-                rounds = min(rounds, math.floor((arrival[arrived] - clock) / step_ms))
-            others = used - -(-(filled[r] + c) // BLOCK_SIZE)
-            rounds = max(1, min(rounds, ((model.kv_blocks - others) * BLOCK_SIZE - filled[r]) // c))
-        log.append((step, rounds, clock, step_ms))
-        area += (len(waiting) + len(running)) * rounds * step_ms
-        clock += rounds * step_ms
-        step += rounds
-        queue_t.append(clock)
-        queue_n.append(len(waiting))
-        ended: list[int] = []
-        if prefilling:
-            fresh, resumed = [], []
-            for r in list(prefilling):
-                if chunk[r] == 0:
-                    continue
-                filled[r] += chunk[r] * rounds
-                if filled[r] < target[r]:
-                    continue
-                prefilling.remove(r)
-                if generated[r] == 0:
-                    first[r] = last_emit[r] = clock
-                    generated[r] = 1
-                    (ended if o_list[r] <= 1 else fresh).append(r)
-                else:
-                    kv_off[r] = filled[r] - generated[r]
-                    resumed.append(r)
-            if fresh:
-                base, need = paths.fresh(k)
-                for r in fresh:
-                    kv_off[r] = p_list[r] - 1
-                    seg_step[r], seg_prev[r], seg_k[r] = step, clock, k
-                    flat_at[r] = paths.off[r] - step
-                    kv_at[r] = p_list[r] - base[r]
-                    finish_step[r] = step + need[r]
-                decoding.update(dict.fromkeys(fresh))
-            if resumed:
-                open_segments(np.array(resumed, dtype=np.int64))
-                decoding.update(dict.fromkeys(resumed))
-            if fresh or resumed:
-                changed = True
-        if len(dec) and dec_first <= step:
-            # A finished request's last segment stays in the per-request arrays.
-            over = dec[dec_finish <= step].tolist()
-            for r in over:
-                del decoding[r]
-            ended.extend(over)
-            changed = True
-        if ended:
-            finish[ended] = clock
-            done += len(ended)
-            for r in ended:
-                del running[r]
-            if load.concurrency is not None:
-                for _ in range(len(ended)):
-                    if next_closed < n:
-                        arrival[next_closed] = clock
-                        waiting.append(next_closed)
-                        next_closed += 1
-                arrived = next_closed
+            c, filled = self.chunk[r], self.filled[r]
+            rounds = (self.target[r] - filled - 1) // c
+            if next_arrival is not None:
+                rounds = min(rounds, math.floor((next_arrival - self.clock) / step_ms))
+            others = used - -(-(filled + c) // BLOCK_SIZE)
+            return max(1, min(rounds, ((model.kv_blocks - others) * BLOCK_SIZE - filled) // c))
+        return 1
 
-    last = np.flatnonzero(o_len > 1)
-    closed.append(
-        (
-            last,
-            seg_step[last],
-            done_rounds[last],
-            finish_step[last] - seg_step[last],
-            generated[last],
-            seg_prev[last],
-            seg_k[last],
+    def finish_prefills(self, rounds: int) -> list[int]:
+        """Prefill chunks land; a request whose prompt is in emits its first token and
+        starts decoding (or resumes after a preemption). Returns requests that ended
+        (an output of one token ends at its first)."""
+        chunk, filled, target, generated = self.chunk, self.filled, self.target, self.generated
+        ended: list[int] = []
+        if not self.prefilling:
+            return ended
+        fresh, resumed = [], []
+        clock = self.clock
+        for r in list(self.prefilling):
+            if chunk[r] == 0:
+                continue
+            filled[r] += chunk[r] * rounds
+            if filled[r] < target[r]:
+                continue
+            self.prefilling.remove(r)
+            if generated[r] == 0:
+                self.first[r] = self.last_emit[r] = clock
+                generated[r] = 1
+                (ended if self.o_list[r] <= 1 else fresh).append(r)
+            else:
+                self.kv_off[r] = filled[r] - generated[r]
+                resumed.append(r)
+        if fresh:
+            self.start_decoding(fresh)
+        if resumed:
+            self.open_segments(np.array(resumed, dtype=np.int64))
+            self.decoding.update(dict.fromkeys(resumed))
+        if fresh or resumed:
+            self.changed = True
+        return ended
+
+    def start_decoding(self, fresh: list[int]) -> None:
+        """First decode segments, from each request's path start at this K."""
+        paths, step, k, clock, p_list = self.paths, self.step, self.k, self.clock, self.p_list
+        base, need = paths.fresh(k)
+        kv_off, seg_step, seg_prev, seg_k = self.kv_off, self.seg_step, self.seg_prev, self.seg_k
+        flat_at, kv_at, finish_step, off = self.flat_at, self.kv_at, self.finish_step, paths.off
+        for r in fresh:
+            kv_off[r] = p_list[r] - 1
+            seg_step[r], seg_prev[r], seg_k[r] = step, clock, k
+            flat_at[r] = off[r] - step
+            kv_at[r] = p_list[r] - base[r]
+            finish_step[r] = step + need[r]
+        self.decoding.update(dict.fromkeys(fresh))
+
+    def finish(self, ended: list[int]) -> None:
+        """Requests past their last token leave; a closed loop sends the next ones."""
+        dec = self.dec
+        if len(dec) and self.dec_first <= self.step:
+            # A finished request's last segment stays in the per-request arrays.
+            over = dec[self.dec_finish <= self.step].tolist()
+            for r in over:
+                del self.decoding[r]
+            ended.extend(over)
+            self.changed = True
+        if not ended:
+            return
+        self.finish_ms[ended] = self.clock
+        self.done += len(ended)
+        for r in ended:
+            del self.running[r]
+        if self.load.concurrency is not None:
+            for _ in range(len(ended)):
+                if self.next_closed < self.n:
+                    self.arrival[self.next_closed] = self.arrival_at[self.next_closed] = self.clock
+                    self.waiting.append(self.next_closed)
+                    self.next_closed += 1
+            self.arrived = self.next_closed
+
+    def result(self) -> RunResult:
+        """The run: a row per request, the queue over time, the inter-token latencies."""
+        o_len, first, finish, arrival = self.o_len, self.first, self.finish_ms, self.arrival
+        last = np.flatnonzero(o_len > 1)
+        seg_step = self.seg_step[last]
+        self.closed.append(
+            (last, seg_step, self.done_rounds[last], self.finish_step[last] - seg_step,
+             self.generated[last], self.seg_prev[last], self.seg_k[last])
+        )  # fmt: skip
+        itl_chunk, itl_token = _itl(self.paths, self.log, self.closed, o_len)
+        table = pd.DataFrame(
+            {
+                "arrival_ms": arrival,
+                "prompt_len": self.p_len,
+                "output_len": o_len,
+                "ttft_ms": first - arrival,
+                "tpot_ms": np.where(o_len > 1, (finish - first) / np.maximum(o_len - 1, 1), np.nan),
+                "e2e_ms": finish - arrival,
+                "first_position_acceptance": self.levels,
+            }
         )
-    )
-    itl_chunk, itl_token = _itl(paths, log, closed, o_len)
-    table = pd.DataFrame(
-        {
-            "arrival_ms": arrival,
-            "prompt_len": p_len,
-            "output_len": o_len,
-            "ttft_ms": first - arrival,
-            "tpot_ms": np.where(o_len > 1, (finish - first) / np.maximum(o_len - 1, 1), np.nan),
-            "e2e_ms": finish - arrival,
-            "first_position_acceptance": levels,
-        }
-    )
-    return RunResult(
-        requests=table,
-        queue=pd.DataFrame({"time_ms": queue_t, "waiting": queue_n}),
-        itl_chunk_ms=itl_chunk,
-        itl_token_ms=itl_token,
-        preemptions=preemptions,
-        steps=step,
-        extra={"time_average_in_system": area / clock if clock > 0 else 0.0},
-    )
+        clock = self.clock
+        return RunResult(
+            requests=table,
+            queue=pd.DataFrame({"time_ms": self.queue_t, "waiting": self.queue_n}),
+            itl_chunk_ms=itl_chunk,
+            itl_token_ms=itl_token,
+            preemptions=self.preemptions,
+            steps=self.step,
+            extra={"time_average_in_system": self.area / clock if clock > 0 else 0.0},
+        )
 
 
 def _itl(paths: _Paths, log, segments, o_len):

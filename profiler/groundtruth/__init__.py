@@ -8,4 +8,8 @@
   against `simulator.serving` (`python -m profiler serve-bench`);
 - `staging`: the two commands' output files replace the previous run's together, or not at
   all.
+
+May import `simulator`, the profiler's measuring modules and its errors and flag parsing
+(`profiler.flags`); it runs the profiler's own `run` command in process (`run_profile`)
+but parses no flag through `profiler.cli`.
 """

@@ -1016,6 +1016,19 @@ def median_errors(table: pd.DataFrame) -> dict[str, float]:
     return {m: float(table[f"error_{m}"].abs().median()) for m in HEADLINE}
 
 
+def _request_table(runs: dict) -> pd.DataFrame:
+    """Every measured request, one row each, with its rate, mode and arm in front."""
+    requests = []
+    for (rate, mode, arm), results in runs.items():
+        for res in results:
+            r = res.requests.copy()
+            r.insert(0, "arm", arm)
+            r.insert(0, "mode", mode)
+            r.insert(0, "rate", rate)
+            requests.append(r)
+    return pd.concat(requests, ignore_index=True)
+
+
 def serve_bench(
     settings: BenchSettings,
     out_dir: Path = VALIDATION_DIR,
@@ -1064,17 +1077,7 @@ def serve_bench(
         final_stem = out_dir / f"{device_label}_serving"
         final = Path(f"{final_stem}_profile.json")
         # The measurement first: it is what the minutes above produced.
-        requests = []
-        for (rate, mode, arm), results in runs.items():
-            for res in results:
-                r = res.requests.copy()
-                r.insert(0, "arm", arm)
-                r.insert(0, "mode", mode)
-                r.insert(0, "rate", rate)
-                requests.append(r)
-        pd.concat(requests, ignore_index=True).to_csv(
-            f"{stem}_requests.csv", index=False, float_format="%.6g"
-        )
+        _request_table(runs).to_csv(f"{stem}_requests.csv", index=False, float_format="%.6g")
         if profile is None:
             command = "python -m profiler " + " ".join(profiler_argv(_shown(final), settings))
             profile = combine_profiles(passes, Path(f"{stem}_profile.json"), command)
@@ -1215,7 +1218,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     """The settings the flags ask for; UsageError names a bad flag."""
-    from profiler.cli import UsageError, check_whole, parse_temperatures
+    from profiler.flags import UsageError, check_whole, parse_temperatures
 
     settings = BenchSettings.quick() if args.quick else BenchSettings()
     changes: dict = {}
@@ -1263,7 +1266,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
 def run_from_args(args: argparse.Namespace) -> int:
     out_dir = out_dir_from_args(args)
     if args.repredict:
-        from profiler.cli import UsageError
+        from profiler.flags import UsageError
 
         if not (Path(out_dir) / "cpu_serving.csv").is_file():
             raise UsageError(f"--repredict: no cpu_serving.csv in {out_dir}")

@@ -230,7 +230,7 @@ def load_model(model_id: str, models_dir: Path = MODELS_DIR, *, dtype=torch.floa
 
 def check_pair(models_dir: Path, flag: str = "--models-dir") -> None:
     """Refuse, before any work, a folder that does not hold the trained pair."""
-    from profiler.cli import UsageError
+    from profiler.flags import UsageError
 
     for model_id in (TARGET_ID, DRAFT_ID):
         path = Path(models_dir) / f"{model_id}.safetensors"
@@ -389,7 +389,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     from profiler import options as lim
-    from profiler.cli import check_whole
+    from profiler.flags import check_whole
     from simulator.catalog import default_models
 
     window = min(default_models()[m].max_position_embeddings for m in (TARGET_ID, DRAFT_ID))

@@ -758,7 +758,7 @@ OUT_DIR_HELP = (
 def out_dir_from_args(args: argparse.Namespace) -> Path:
     """--out-dir, or the committed reference folder when none is given; UsageError for a
     --quick run without one, whose reduced files would replace the reference ones."""
-    from profiler.cli import UsageError
+    from profiler.flags import UsageError
 
     if args.out_dir is not None:
         return args.out_dir
@@ -772,7 +772,7 @@ def out_dir_from_args(args: argparse.Namespace) -> Path:
 
 def settings_from_args(args: argparse.Namespace) -> ValidationSettings:
     """The settings the flags ask for; UsageError names a bad flag."""
-    from profiler.cli import UsageError, check_whole, parse_ints, parse_temperatures
+    from profiler.flags import UsageError, check_whole, parse_ints, parse_temperatures
 
     settings = ValidationSettings.quick() if args.quick else ValidationSettings()
     changes: dict = {"verify_overhead_ms": args.verify_overhead_ms}

@@ -1,0 +1,149 @@
+"""The kernel tables' hook in the step-times stage: where an engine's measured kernel
+tables (`simulator.kernels.source`) cover a row, they price its step (device times from
+the tables, host costs the engine's) in place of the roofline or a profile.
+
+A `step_times.StepTimes` provider carries the piece's `kernel_plan` (None: no row of the
+piece has tables); `stages.get_steps` and `stages.get_break_even` call the two functions
+here when it has one. Units: ms; tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from simulator import steady
+
+
+def get_plan(sc, codes, catalog, n, num_gpus, is_draft):
+    """The kernel-table plan of a piece's rows (`simulator.kernels.source`), or None when
+    no row of it has tables (its GPUs or dtypes have none). `sc` the validated table,
+    `codes` the piece's scenario codes, `catalog` the model and GPU catalogs as arrays."""
+    from simulator.kernels import source as kernel_source
+
+    names = {c: sc.categories[c] for c in ("gpu", "engine", "engine_version")}
+    names.update(weight_dtype=sc.categories["weight_dtype"], kv_dtype=sc.categories["kv_dtype"])
+    if not any(g in kernel_source.tables.SYSTEMS for g in names["gpu"]):
+        return None
+    cols = ("target", "draft", "gpu", "engine", "engine_version", "weight_dtype", "kv_dtype")
+    row_codes = {c: np.broadcast_to(codes[c], (n,)) for c in cols}
+    tp = np.broadcast_to(num_gpus, (n,))
+    tp_codes = np.unique(tp, return_inverse=True)[1]
+    draft_model = is_draft is True or bool(np.any(is_draft))
+
+    def resolve(i):
+        c = {col: int(row_codes[col][i]) for col in cols}
+        draft = catalog.model_specs[c["draft"] - 1] if c["draft"] > 0 else None
+        return kernel_source.resolve(
+            catalog.model_specs[c["target"]],
+            draft,
+            names["gpu"][c["gpu"]],
+            names["engine"][c["engine"]],
+            names["engine_version"][c["engine_version"]],
+            names["weight_dtype"][c["weight_dtype"]],
+            names["kv_dtype"][c["kv_dtype"]],
+            int(tp[i]),
+            draft_model,
+        )
+
+    plan = kernel_source.plan_rows([*row_codes.values(), tp_codes], resolve)
+    return plan if plan.target is not None else None
+
+
+def without_profiled(plan, gpu_ids, calibration):
+    """`plan` less the rows on a profiled device: those keep their profile."""
+    # An imported engine's host cost was fitted on the roofline's prices
+    # (profiler.imports.fit): its GPU stays on the roofline too.
+    profiled = np.isin(gpu_ids, [*calibration.gpus, *calibration.fits, *calibration.engine_steps])
+    plan = replace(plan, covered=plan.covered & ~profiled)
+    return replace(plan, group=np.where(plan.covered, plan.group, -1))
+
+
+def merged_labels(plan, labels):
+    """The kernel plan's labels, or with a profile's labels where the plan does not cover
+    a row (a profiled device)."""
+    if labels is None:
+        return plan.labels
+    codes, names = plan.labels
+    kernel = np.asarray(names, dtype=object)[codes]
+    return np.where(plan.covered, kernel, labels)
+
+
+def has_engine_costs(defaults) -> bool:
+    """False for `ModelDefaults.without_engine()` (every engine_* term zero): the kernel
+    path then leaves out the engines' host costs as the roofline does."""
+    return any(
+        getattr(defaults, f) != 0.0
+        for f in defaults.__dataclass_fields__
+        if f.startswith("engine_")
+    )
+
+
+def get_kernel_steps(p, times, steps, b_base, b_spec):
+    """`steps` (a `stages.Steps` priced by the roofline or a profile) with the kernel
+    tables' times where the plan covers a row."""
+    from simulator.kernels import source as kernel_source
+
+    plan, defaults = times.kernel_plan, times.defaults
+    kt = kernel_source.step_times(
+        plan,
+        p.method_name,
+        b_base=b_base,
+        b_spec=b_spec,
+        verify=p.verify,
+        context=p.context,
+        d_context=p.draft_context,
+        k=p.k,
+        medusa_heads=p.medusa_heads,
+        prompt=p.prompt,
+        pf_base=steps.prefill_tokens_base,
+        pf_spec=steps.prefill_tokens_spec if p.spec_on else 0.0,
+        host=has_engine_costs(defaults),
+    )
+    on = plan.covered
+
+    def pick(kernel, roof):
+        return np.where(on, kernel, roof)
+
+    t_step = pick(kt.target, steps.target)
+    pf_base_ms = pick(kt.prefill_base, steps.prefill_base)
+    host_base = pick(kt.host_base, steps.engine_base)
+    base_step = t_step + pf_base_ms + host_base
+    v_step, d_step = steps.verify, steps.draft
+    pf_spec_ms, host_spec, spec_step = pf_base_ms, host_base, base_step
+    if p.spec_on:
+        hw = times.hardware
+        vocab = p.target.vocab_size
+        rounds = steady.get_engine_round_ms(
+            True, p.sampled, 0.0, b_spec, p.k, vocab, hw.bw_gbps, hw.num_gpus, defaults
+        )
+        sampled_extra = rounds - defaults.engine_round_ms
+        v_step = pick(kt.verify, v_step)
+        d_step = pick(kt.draft, d_step)
+        pf_spec_ms = pick(kt.prefill_spec, steps.prefill_spec)
+        host_spec = pick(kt.host_spec + sampled_extra, steps.engine_spec)
+        spec_step = pick(d_step + v_step + pf_spec_ms + host_spec, steps.spec)
+    return replace(
+        steps,
+        target=t_step,
+        verify=v_step,
+        draft=d_step,
+        prefill_base=pf_base_ms,
+        prefill_spec=pf_spec_ms,
+        engine_base=host_base,
+        engine_spec=host_spec,
+        base=base_step,
+        spec=spec_step,
+        source=merged_labels(plan, steps.source),
+    )
+
+
+def get_kernel_prefill_per_tau(p, times, one, per_tau):
+    """The prefill ms per unit of tau a speculative step carries (break-even), from the
+    kernel tables where they cover a row; `one` the prefill tokens per step at tau = 1."""
+    from simulator.kernels import source as kernel_source
+
+    plan = times.kernel_plan
+    kernel = kernel_source.spec_prefill_ms(plan, p.method_name, one, p.prompt)
+    return np.where(plan.covered, kernel, per_tau)

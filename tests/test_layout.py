@@ -1,0 +1,144 @@
+"""The shape of the code, read from its syntax trees: no import cycle among the project's
+modules (imports inside functions count too), and no function longer than 100 lines in
+simulator/, profiler/ or app/ (the issue's bound; the model's stages stay under 80)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("simulator", "profiler", "app")
+MAX_LINES = 100
+STAGE_MAX_LINES = 80
+
+ALLOWED_EDGES = {
+    # The ground-truth commands profile the pair by running `python -m profiler run` in
+    # their own process (`run_profile`), through the command line that dispatches them.
+    ("profiler.groundtruth.serve_bench", "profiler.cli"),
+    ("profiler.groundtruth.validate", "profiler.cli"),
+    # `profiler import` writes its profile with the profiler's own writer (write_profile).
+    ("profiler.imports.cli", "profiler.cli"),
+    # `serving.max_rate_at_slo` keeps its callers' entry point and delegates to the tails
+    # search, which builds on serving's runs.
+    ("simulator.serving", "simulator.tails"),
+    # The sidebar's profile choice and the link reader list the library's kept profiles;
+    # the library page builds on sim and widgets.
+    ("app.sim", "app.library_ui"),
+    ("app.widgets", "app.library_ui"),
+}
+"""Imports inside a function that close a loop on purpose, each with its reason."""
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules `name` imports anywhere in its file."""
+
+    def resolve(dotted: str) -> str | None:
+        while dotted and dotted not in modules:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(resolve(a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                package = package[: len(package) - node.level + 1]
+                base = ".".join([*package, base] if base else package)
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.add(resolve(full) if full in modules else resolve(base))
+    found.discard(None)
+    found.discard(name)
+    return {dep for dep in found if (name, dep) not in ALLOWED_EDGES}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycle_among_project_modules():
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _long_functions(paths, limit: int) -> list[str]:
+    out = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    out.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} {lines}")
+    return out
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_function_over_100_lines(package):
+    assert _long_functions(sorted((ROOT / package).rglob("*.py")), MAX_LINES) == []
+
+
+def test_model_stages_stay_under_80_lines():
+    names = ("stages.py", "step_times.py", "predict.py")
+    paths = sorted(p for name in names for p in (ROOT / "simulator").rglob(name))
+    assert len(paths) == len(names)
+    assert _long_functions(paths, STAGE_MAX_LINES) == []
