@@ -65,7 +65,9 @@ def _open_link(page: str, query: dict[str, str]):
     ignored = link_problems(query)
     for key in ignored:
         assert f"Ignored the link's {plain(key)} " in said, (key, query[key], said[:300])
-        assert key not in at.query_params, key
+        # Gone, or (load_points, load_requests: the harness keeps the Load page small and
+        # those inputs are bound to the address) replaced by the input's own value.
+        assert at.query_params.get(key) != query[key], key
     if ignored:
         raise Ignored(", ".join(f"{key}={query[key]}" for key in ignored))
     return at
