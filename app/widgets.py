@@ -946,8 +946,9 @@ def calibration_note() -> None:
         st.sidebar.error(f"Calibration profile rejected: {plain(state.error)}")
     if state.calibration is None:
         st.sidebar.caption(
-            ":material/straighten: Latency: analytic roofline from catalog specs "
-            "(choose a profile on the Profiles page to calibrate)."
+            ":material/straighten: Latency: the engine's measured kernel tables where they "
+            "cover the GPU, else the analytic roofline from catalog specs (choose a profile "
+            "on the Profiles page to calibrate)."
         )
         return
     devices = sorted(state.calibration.fits)
@@ -966,7 +967,7 @@ def calibration_note() -> None:
         )
     else:
         st.sidebar.caption(
-            f":material/warning: Latency: analytic roofline from catalog specs. Profile "
+            f":material/warning: Latency: kernel tables or the catalog roofline. Profile "
             f"**{label}** (device: {shown}) does not apply to this scenario's GPU, "
             f"{plain(gpu)}; only scenarios on {shown} are calibrated by it."
         )
