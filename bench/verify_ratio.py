@@ -6,7 +6,10 @@ K = 3 and 5 and a few batches, context 2048, with the KV read once per sequence 
 K+1 queries (the default) and once per query (aiconfigurator's way). Then the only
 verify timings the data sources give:
 - SpecPlan's H200 fused-torch measurements (data/step_reference/h200_decode_step_ms.csv,
-  query 4 and 6 against query 1 where both were timed);
+  query 4 and 6 against query 1 where both were timed). Only batch 1 is an engine-grade
+  figure: at batch 64-128 the reference's verify attention moves its bytes at 12-23% of
+  the copy rate against 70-89% for its decode steps (`copy_fraction` in
+  data/profiles/nvidia-h200/fused-reference.json), a slow kernel, not the verify's cost;
 - the batch-1 K sweeps of vLLM PRs #16937 and #16035 (H100, 8B, EAGLE): a round's time
   (tau / tok/s) regressed on K; its K = 0 intercept over the vanilla step is verify plus
   the round's host cost over decode, an upper bound of the verify ratio.
@@ -107,7 +110,7 @@ def main() -> None:
     pd.set_option("display.width", 200)
     print("kernel tables (vLLM, bf16, context 2048): verify / decode")
     print(table_ratios().round(3).to_string(index=False))
-    print("\nSpecPlan H200 fused-torch measurements: verify / decode")
+    print("\nSpecPlan H200 fused-torch measurements: verify / decode (batch 1 engine-grade only)")
     measured = measured_ratios()
     print(measured.round(3).to_string(index=False) if len(measured) else "(no matching pairs)")
     print("\npublic batch-1 K sweeps: round time against K")
