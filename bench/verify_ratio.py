@@ -8,7 +8,7 @@ verify timings the data sources give:
 - SpecPlan's H200 fused-torch measurements (data/step_reference/h200_decode_step_ms.csv,
   query 4 and 6 against query 1 where both were timed). Only batch 1 is an engine-grade
   figure: at batch 64-128 the reference's verify attention moves its bytes at 12-23% of
-  the copy rate against 70-89% for its decode steps (`copy_fraction` in
+  the copy rate against 49-89% for its decode steps (`copy_fraction` in
   data/profiles/nvidia-h200/fused-reference.json), a slow kernel, not the verify's cost;
 - the batch-1 K sweeps of vLLM PRs #16937 and #16035 (H100, 8B, EAGLE): a round's time
   (tau / tok/s) regressed on K; its K = 0 intercept over the vanilla step is verify plus
