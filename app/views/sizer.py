@@ -147,6 +147,24 @@ def _on_p99_basis(choice: dict, base_choice: dict | None, p99: dict, scenario) -
     return resize(choice, spec_got), resize(base_choice, p99.get(False))
 
 
+def _k0_note(scenario, ranges, max_num_seqs: int, k: int, mem) -> None:
+    """At a K = 0 operating point the launch runs no speculation: say which batches the
+    schedule would speculate at and what the draft would hold of the memory there."""
+    low = [(lo, hi, kk) for lo, hi, kk in ranges if kk > 0 and lo <= max_num_seqs]
+    if not scenario.speculative or k > 0 or not low:
+        return
+    upto = max(hi for _, hi, _ in low)
+    draft_gb = float(mem["draft_weights_gb"])
+    kv_gb = float(mem["kv_cache_gb_baseline"] - mem["kv_cache_gb_spec"])
+    st.caption(
+        f"K = 0 at the operating point (batch {max_num_seqs}): the commands run no "
+        f"speculation. The schedule speculates only at batch {min(upto, max_num_seqs)} and "
+        f"below, when the load falls under the sizing. Speculating there would load the "
+        f"draft ({draft_gb:.1f} GiB of weights), leaving {kv_gb:.1f} GiB less for the KV "
+        "cache at every batch."
+    )
+
+
 st.title("Concurrency sizer")
 st.caption(
     "How many sequences fit, which K to run at each batch size under a latency SLO, how "
@@ -479,12 +497,10 @@ with right:
 if choice is not None:
     st.subheader("Launch command")
     max_num_seqs = int(choice["batch_size"])
-    ranges = [
-        (lo, min(hi, max_num_seqs), k)
-        for lo, hi, k in schedule_ranges(result.best)
-        if lo <= max_num_seqs
-    ]
+    full_ranges = schedule_ranges(result.best)
+    ranges = launch.launch_schedule(full_ranges, max_num_seqs, int(choice["k"]))
     k_launch = max((k for _, _, k in ranges), default=0) if scenario.speculative else 0
+    _k0_note(scenario, full_ranges, max_num_seqs, int(choice["k"]), mem)
     common = {
         "target": models[scenario.target],
         "method": scenario.method,

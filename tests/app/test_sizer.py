@@ -327,3 +327,28 @@ def test_the_largest_batch_under_the_slo_stops_at_the_engines_cap(app):
     largest = text.split("Largest batch meeting the SLO")[1].split(".")[0]
     assert "512" not in largest and str(DEFAULTS.max_num_seqs) in largest
     assert f"engine caps a replica at {DEFAULTS.max_num_seqs}" in text
+
+
+def test_a_k0_operating_point_launches_without_speculation(app):
+    """8B with a 1B draft on one H200 at 50 requests/s: the operating point is K = 0 at
+    batch 96 while the schedule speculates only below batch 65. The vLLM command loaded the
+    1B draft anyway (issue 27): the launch runs no speculation and says what the low-load
+    schedule would cost."""
+    query = {
+        "target": "llama-3.1-8b",
+        "method": "draft_model",
+        "gpu": "h200",
+        "num_gpus": "1",
+        "batch_size": "32",
+        "requests_per_day": "4320000",
+    }
+    at = app("sizer", query=query)
+    choice = at.session_state["sizer_result"]["choice"]
+    assert choice["k"] == 0
+    commands = [c.value for c in at.code]
+    vllm = next(c for c in commands if c.startswith("vllm serve"))
+    assert "--speculative-config" not in vllm and "Llama-3.2-1B" not in vllm
+    assert "draft_len_schedule" not in at.session_state["sizer_launch_config"]
+    text = " ".join(c.value for c in at.main.caption).replace("\\", "")
+    assert "K = 0 at the operating point" in text, text
+    assert "GiB" in text and "draft" in text
