@@ -12,14 +12,13 @@ import streamlit as st
 
 from app import figures, library_saves, sim, widgets
 from app.formatting import delta, money, signed_money
-from simulator import launch, tails
+from simulator import launch, serve_defaults, tails
 from simulator.defaults import DEFAULTS
 from simulator.economics import get_demand_tok_s
 from simulator.errors import InputError
 from simulator.memory import get_max_concurrency
 from simulator.predict import WINDOW_REASONS, status_reasons
 from simulator.reports import launch_config_text
-from simulator.serving import Lengths
 from simulator.sizer import schedule_ranges
 
 SLO_KINDS = ("TPOT (ms)", "tokens/s per user")
@@ -40,12 +39,14 @@ def _p99_rate(
     calibration = sim.current_calibration().calibration if cal else None
     return tails.max_rate_at_slo(
         dict(scenario),
-        Lengths(float(lengths[0]), "lognormal", 0.5),
-        Lengths(float(lengths[1]), "lognormal", 0.5),
+        serve_defaults.default_lengths(lengths[0]),
+        serve_defaults.default_lengths(lengths[1]),
         speculative=speculative,
         slo_ttft_ms=ttft,
         slo_tpot_ms=tpot,
-        acceptance_spread=0.1 if speculative else 0.0,
+        acceptance_spread=serve_defaults.acceptance_spread(dict(scenario)["method"])
+        if speculative
+        else 0.0,
         calibration=calibration,
     )
 

@@ -150,7 +150,8 @@ def test_gpu_count_changes_capacity_as_predicted(app, gpus):
 
 
 def test_p99_sizing_counts_replicas_from_the_simulated_rate(app):
-    from simulator.serving import Lengths, max_rate_at_slo
+    from simulator.serve_defaults import acceptance_spread, default_lengths
+    from simulator.serving import max_rate_at_slo
 
     at = app("sizer", state={"size_on": "P99 at the SLO (request-level simulation)"})
     assert not at.exception
@@ -159,11 +160,12 @@ def test_p99_sizing_counts_replicas_from_the_simulated_rate(app):
     k = at.session_state["sizer_result"]["choice"]["k"]
     expected = max_rate_at_slo(
         {**BASE, "k": k, "batch_size": 1},
-        Lengths(1024, "lognormal", 0.5),
-        Lengths(256, "lognormal", 0.5),
+        default_lengths(1024),
+        default_lengths(256),
         speculative=True,
         slo_ttft_ms=2000.0,
         slo_tpot_ms=20.0,
+        acceptance_spread=acceptance_spread("eagle"),  # the Load page's and the CLI's
     )
     assert rates[True] == pytest.approx(expected, rel=1e-9)
     shown = {m.label: m.value for m in at.metric}
