@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from simulator.catalog import (
     load_acceptance_priors,
 )
 from simulator.errors import InputError
-from simulator.predict import predict
+from simulator.predict import MEMORY_REASONS, predict, status_reasons
 from simulator.profile import Profile, load_profile
 from simulator.sizer import SizingResult, price_grid, size
 from simulator.specs import GPUSpec, ModelSpec
@@ -333,6 +334,30 @@ def memory_fix(row: dict, gpu_counts) -> str:
     gpus = [what for what in runs if what.endswith("per replica")]
     remedies = [what for what in runs if what == "fp8 weights"] + gpus[:1]
     return f"It runs with {' or with '.join(remedies)}." if remedies else ""
+
+
+def fewest_gpus(row: Mapping, gpu_counts) -> int | None:
+    """For a prediction row that does not fit in memory, the fewest GPUs per replica among
+    `gpu_counts` (tensor parallel, the row's GPU) with which it runs: 0 when none does,
+    None when the row fits or is not a memory failure. One predict call."""
+    from simulator.scenarios import INPUT_COLUMNS
+
+    if not any(r in MEMORY_REASONS for r in status_reasons(str(row.get("status", "ok")))):
+        return None
+    scenario = {
+        c: v
+        for c, v in row.items()
+        if c in INPUT_COLUMNS and not (isinstance(v, float) and np.isnan(v)) and v != ""
+    }
+    counts = sorted(int(g) for g in gpu_counts if int(g) > int(scenario.get("num_gpus") or 1))
+    if not counts:
+        return 0
+    try:
+        status = run_predict(pd.DataFrame([{**scenario, "num_gpus": n} for n in counts]))["status"]
+    except InputError:
+        return None
+    runs = [n for n, s in zip(counts, status.astype(str), strict=True) if s == "ok"]
+    return runs[0] if runs else 0
 
 
 PUBLISHED_CSV = DATA_DIR / "validation" / "published.csv"

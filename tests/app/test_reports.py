@@ -251,3 +251,22 @@ def test_the_results_grid_puts_the_decision_columns_first(app):
     first = list(results.columns[:11])
     for column in ("status", "speedup [x]", "saving $/month", "replicas", "$/month"):
         assert column in first, first
+
+
+def test_a_setup_that_cannot_run_gets_the_smallest_gpu_count_in_its_checklist(app):
+    """Issue 27: a setup that cannot run showed 'K = 1' and 'alpha 0.79 vs break-even
+    0.02' in its checklist and suggested no GPU count. 70B with EAGLE on one L4: no K or
+    alpha verdict, and the fewest L4s per replica (tensor parallel) that hold it."""
+    at = app("reports")
+    _edit(at, edited={1: {"gpu": "l4", "num_gpus": 1}})
+    at.selectbox(key="report_check_row").set_value(2).run()
+    edited = at.session_state["report_rows_edited"].iloc[1]
+    row = {c: v for c, v in edited.items() if c in INPUT_COLUMNS and pd.notna(v) and v != ""}
+    runs = [
+        n
+        for n in (2, 4, 8, 16)
+        if predict(pd.DataFrame([{**row, "gpu": "l4", "num_gpus": n}]))["status"].iloc[0] == "ok"
+    ]
+    text = " ".join(c.value for c in at.main.caption).replace("\\", "")
+    assert "alpha" not in text and "K = " not in text, text
+    assert f"{runs[0]} x NVIDIA L4 24GB per replica (tensor parallel {runs[0]}) hold it" in text
