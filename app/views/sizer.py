@@ -12,6 +12,14 @@ import streamlit as st
 
 from app import figures, library_saves, sim, widgets
 from app.formatting import delta, money, signed_money
+from app.operating_point import (  # the Sizer's defaults, shared with Reports' prefill
+    DEFAULT_K_MAX,
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_SLO_TOK_S,
+    DEFAULT_SLO_TPOT_MS,
+    DEFAULT_UTIL,
+    SLO_KINDS,
+)
 from simulator import launch, serve_defaults, tails
 from simulator.defaults import DEFAULTS
 from simulator.economics import get_demand_tok_s
@@ -21,12 +29,6 @@ from simulator.predict import WINDOW_REASONS, status_reasons
 from simulator.reports import launch_config_text
 from simulator.sizer import schedule_ranges
 
-SLO_KINDS = ("TPOT (ms)", "tokens/s per user")
-DEFAULT_UTIL = 0.9  # vLLM's --gpu-memory-utilization default
-DEFAULT_MAX_MODEL_LEN = 8192
-DEFAULT_SLO_TPOT_MS = 20.0  # 50 tokens/s per user: a chat that streams faster than it is read
-DEFAULT_SLO_TOK_S = 50.0
-DEFAULT_K_MAX = 8
 FALLBACK_K = 3  # vLLM's documented example K, for the memory bars when nothing is chosen
 
 
