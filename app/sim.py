@@ -376,24 +376,26 @@ def published_errors() -> pd.DataFrame:
     return _published_errors(str(PUBLISHED_CSV), modified_ns(PUBLISHED_CSV))
 
 
-def published_error_band(batches, speedups) -> pd.DataFrame | None:
-    """speedup x (1 -/+ the median |error| of the published cases in each batch's bucket);
-    a bucket without scored cases uses the median over all of them."""
-    from simulator.published import BATCH_BUCKETS
+def speedup_error(batches) -> np.ndarray | None:
+    """The model's validated relative error of the speedup at each batch
+    (`simulator.uncertainty.get_speedup_error_by_batch` on the published set), or None
+    where the set cannot be scored."""
+    from simulator.uncertainty import get_speedup_error_by_batch
 
     try:
         errors = published_errors()
     except (InputError, OSError):
         return None
-    ok = errors[errors["predicted_speedup"].notna()]
-    if not len(ok):
+    width = get_speedup_error_by_batch(batches, errors)
+    return None if np.isnan(width).all() else width
+
+
+def published_error_band(batches, speedups) -> pd.DataFrame | None:
+    """speedup x (1 -/+ the median |error| of the published cases in each batch's bucket);
+    a bucket without scored cases uses the median over all of them."""
+    width = speedup_error(batches)
+    if width is None:
         return None
-    overall = float(ok["abs_error"].median())
-    by_bucket = ok.groupby("batch_bucket")["abs_error"].median().to_dict()
     b = np.asarray(batches, dtype=float)
-    width = np.full(b.shape, overall)
-    for lo, hi, label in BATCH_BUCKETS:
-        if label in by_bucket:
-            width[(b >= lo) & (b <= hi)] = by_bucket[label]
     s = np.asarray(speedups, dtype=float)
     return pd.DataFrame({"batch_size": b, "low": s * (1 - width), "high": s * (1 + width)})
