@@ -28,6 +28,7 @@ from simulator.memory import get_max_concurrency
 from simulator.predict import WINDOW_REASONS, status_reasons
 from simulator.reports import launch_config_text
 from simulator.sizer import schedule_ranges
+from simulator.uncertainty import get_money_range, get_paying_batches
 
 FALLBACK_K = 3  # vLLM's documented example K, for the memory bars when nothing is chosen
 
@@ -165,6 +166,49 @@ def _k0_note(scenario, ranges, max_num_seqs: int, k: int, mem) -> None:
         f"below, when the load falls under the sizing. Speculating there would load the "
         f"draft ({draft_gb:.1f} GiB of weights), leaving {kv_gb:.1f} GiB less for the KV "
         "cache at every batch."
+    )
+
+
+def _with_error(choice: dict, base_choice: dict | None, grid, scenario, demand: float) -> str:
+    """The operating point's replicas and $ per month at the model's validated error at
+    its batch (`simulator.uncertainty`), and the batches where speculation pays even at
+    the error's low end."""
+    err = sim.speedup_error([choice["batch_size"]])
+    if err is None or not choice["gpus"] or not scenario.speculative:
+        return ""
+    hourly = choice["monthly_cost_usd"] / (choice["gpus"] * DEFAULTS.hours_per_month)
+    r = get_money_range(
+        demand_tok_s=demand,
+        baseline_tok_s=base_choice["tok_s_per_replica"] if base_choice else np.nan,
+        spec_tok_s=choice["tok_s_per_replica"],
+        hourly_usd_per_gpu=hourly,
+        num_gpus=scenario.num_gpus,
+        error=err[0],
+    )
+    reps = sorted({int(x) for x in r.replicas_spec})
+    costs = sorted(float(x) for x in r.monthly_cost_spec_usd)
+    cost = money(costs[0]) if reps[0] == reps[-1] else f"{money(costs[0])}-{money(costs[1])}"
+    spec = grid[(grid["k"] > 0) & np.isfinite(grid["speedup"].to_numpy(dtype=float))]
+    best = spec.groupby("batch_size")["speedup"].max()
+    paying = get_paying_batches(
+        best.index.to_numpy(), best.to_numpy(), sim.speedup_error(best.index.to_numpy())
+    )
+    sampled = best.index.to_numpy()
+    if not len(paying):
+        where = "at the model's low end speculation pays at no batch"
+    else:
+        inside = sampled[(sampled >= paying.min()) & (sampled <= paying.max())]
+        batches = (
+            f"{int(paying.min())}-{int(paying.max())}"
+            if len(paying) > 1 and len(inside) == len(paying)
+            else ", ".join(str(int(b)) for b in paying)
+        )
+        where = f"speculation pays at batch {batches} even at the model's low end"
+    if choice["k"] <= 0:
+        return f"With the model's typical error (Validation page): {where}."
+    return (
+        f"With the model's typical error at batch {choice['batch_size']} (±{err[0]:.0%}, "
+        f"Validation page): {'-'.join(map(str, reps))} replicas, {cost} a month; {where}."
     )
 
 
@@ -493,6 +537,10 @@ else:
         )
         + f" {widgets.acceptance_basis(scenario)}"
     )
+    if basis == "mean TPOT":
+        uncertain = _with_error(choice, base_choice, grid, scenario, demand)
+        if uncertain:
+            left.caption(uncertain)
 with right:
     widgets.checklist_panel(row)
 

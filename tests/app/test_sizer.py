@@ -354,3 +354,33 @@ def test_a_k0_operating_point_launches_without_speculation(app):
     text = " ".join(c.value for c in at.main.caption).replace("\\", "")
     assert "K = 0 at the operating point" in text, text
     assert "GiB" in text and "draft" in text
+
+
+def test_the_deployment_carries_the_validated_error_as_ranges(app):
+    """Issue 27: the Sizer's replicas and $/month appeared exact. At the model's error at
+    the operating point's batch they are ranges, and the verdict says where speculation
+    pays even at the low end."""
+    from app.formatting import money
+    from simulator.published import load_published, score
+    from simulator.uncertainty import get_money_range, get_speedup_error_by_batch
+
+    at = app("sizer")
+    choice = at.session_state["sizer_result"]["choice"]
+    base = at.session_state["sizer_result"]["baseline_choice"]
+    scored = score(load_published("data/validation/published.csv"))
+    err = float(get_speedup_error_by_batch([choice["batch_size"]], scored)[0])
+    r = get_money_range(
+        demand_tok_s=DEMAND,
+        baseline_tok_s=base["tok_s_per_replica"],
+        spec_tok_s=choice["tok_s_per_replica"],
+        hourly_usd_per_gpu=choice["monthly_cost_usd"] / choice["gpus"] / 730.0,
+        num_gpus=4,
+        error=err,
+    )
+    text = " ".join(c.value for c in at.main.caption).replace("\\", "")
+    reps = sorted({int(x) for x in r.replicas_spec})
+    costs = sorted(float(x) for x in r.monthly_cost_spec_usd)
+    assert f"±{err:.0%}" in text, text
+    assert f"{'-'.join(map(str, reps))} replicas" in text, text
+    assert f"{money(costs[0])}-{money(costs[1])} a month" in text or reps[0] == reps[-1], text
+    assert "even at the model's low end" in text, text
