@@ -78,9 +78,10 @@ def get_money_range(
         mtok = economics.get_cost_per_mtok(hourly_usd_per_gpu, num_gpus, tok_s)
         reps.append(rep)
         costs.append(cost)
-        savings.append(base_cost - cost)
         per_mtok.append(mtok)
-        fractional.append((base_mtok - mtok) * mtok_month)
+        with np.errstate(invalid="ignore"):  # inf - inf where neither arm runs: NaN
+            savings.append(base_cost - cost)
+            fractional.append((base_mtok - mtok) * mtok_month)
     return MoneyRange(
         spec_tok_s=ends,
         replicas_spec=tuple(reps),

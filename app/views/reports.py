@@ -18,6 +18,7 @@ from simulator.preflight import K_MAX_SENSIBLE
 from simulator.reports import (
     MAX_REQUESTS_PER_DAY,
     add_economics,
+    add_error_ranges,
     add_preflight,
     launch_config_text,
     report_csv,
@@ -113,6 +114,14 @@ def _prefill() -> pd.DataFrame:
     return df[list(EDITOR_COLUMNS)].reset_index(drop=True)
 
 
+def _span(low: float, high: float, fmt: str) -> str:
+    """'low-high' in `fmt`, one figure where they agree, '' where unknown."""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return ""
+    a, b = fmt.format(low), fmt.format(high)
+    return a if a == b else f"{a}-{b}"
+
+
 def _best_saving(report: pd.DataFrame) -> str:
     """The row that saves the most a month against the same row without speculation."""
     savings = pd.to_numeric(report["monthly_saving_usd"], errors="coerce").to_numpy(float)
@@ -193,6 +202,9 @@ rpd = pd.to_numeric(scenarios.pop("requests_per_day"), errors="coerce").fillna(
 try:
     predictions = sim.run_predict(scenarios)
     report = add_preflight(add_economics(predictions, rpd.to_numpy()), models)
+    error = sim.speedup_error(report["batch_size"].to_numpy(dtype=float))
+    if error is not None:
+        report = add_error_ranges(report, error)
 except InputError as exc:
     widgets.show_error(exc, "Scenario table")
     st.stop()
@@ -201,6 +213,20 @@ st.session_state["report_csv"] = csv_text
 
 st.subheader("Results")
 shown = report[list(SHOWN)].rename(columns=SHOWN)
+if "speedup_error" in report:
+    # The model's validated error at each row's batch, carried to replicas and $/month.
+    for label, (lo, hi, fmt) in {
+        "replicas ± error": ("replicas_spec_low", "replicas_spec_high", "{:.0f}"),
+        "$/month ± error": ("monthly_cost_spec_low_usd", "monthly_cost_spec_high_usd", "${:,.0f}"),
+    }.items():
+        shown.insert(
+            shown.columns.get_loc("$/month") + 1,
+            label,
+            [
+                _span(a, b, fmt)
+                for a, b in zip(report[lo].to_numpy(float), report[hi].to_numpy(float), strict=True)
+            ],
+        )
 st.dataframe(
     shown,
     hide_index=True,

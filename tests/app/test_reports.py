@@ -310,3 +310,34 @@ def _sizer_base() -> dict:
         "acceptance_per_position": default_positions(),
         "gpu_memory_utilization": 0.9,
     }
+
+
+def test_replicas_and_cost_carry_the_validated_error_as_ranges(app):
+    """Issue 27: the table's replicas and $/month appeared exact. Each row carries them at
+    the model's median |error| in its batch's bucket, in the grid and in the CSV."""
+    from simulator.published import load_published, score
+    from simulator.uncertainty import get_money_range, get_speedup_error_by_batch
+
+    at = app("reports")
+    csv = read_report_csv(at.session_state["report_csv"])
+    scored = score(load_published("data/validation/published.csv"))
+    err = get_speedup_error_by_batch(csv["batch_size"].to_numpy(), scored)
+    r = get_money_range(
+        demand_tok_s=csv["demand_tok_s"].to_numpy(),
+        baseline_tok_s=csv["baseline_tok_s"].to_numpy(),
+        spec_tok_s=csv["spec_tok_s"].to_numpy(),
+        hourly_usd_per_gpu=csv["gpu_hourly_usd"].to_numpy(),
+        num_gpus=csv["num_gpus"].to_numpy(),
+        error=err,
+    )
+    spec = csv["method"] != "none"
+    np.testing.assert_allclose(csv.loc[spec, "speedup_error"], err[spec])
+    np.testing.assert_allclose(csv.loc[spec, "replicas_spec_high"], r.replicas_spec[0][spec])
+    np.testing.assert_allclose(csv.loc[spec, "replicas_spec_low"], r.replicas_spec[1][spec])
+    np.testing.assert_allclose(
+        csv.loc[spec, "monthly_cost_spec_high_usd"], r.monthly_cost_spec_usd[0][spec]
+    )
+    shown = _results(at)
+    i = int(np.flatnonzero(spec.to_numpy())[0])
+    lo, hi = int(r.replicas_spec[1][i]), int(r.replicas_spec[0][i])
+    assert shown["replicas ± error"].iloc[i] == (f"{lo}" if lo == hi else f"{lo}-{hi}")
