@@ -215,12 +215,17 @@ st.subheader("Results")
 shown = report[list(SHOWN)].rename(columns=SHOWN)
 if "speedup_error" in report:
     # The model's validated error at each row's batch, carried to replicas and $/month.
-    for label, (lo, hi, fmt) in {
-        "replicas ± error": ("replicas_spec_low", "replicas_spec_high", "{:.0f}"),
-        "$/month ± error": ("monthly_cost_spec_low_usd", "monthly_cost_spec_high_usd", "${:,.0f}"),
+    for label, (after, lo, hi, fmt) in {
+        "replicas ± error": ("replicas", "replicas_spec_low", "replicas_spec_high", "{:.0f}"),
+        "$/month ± error": (
+            "$/month",
+            "monthly_cost_spec_low_usd",
+            "monthly_cost_spec_high_usd",
+            "${:,.0f}",
+        ),
     }.items():
         shown.insert(
-            shown.columns.get_loc("$/month") + 1,
+            shown.columns.get_loc(after) + 1,
             label,
             [
                 _span(a, b, fmt)
