@@ -9,8 +9,8 @@ import pytest
 
 from simulator.uncertainty import (
     get_money_range,
-    get_paying_batches,
     get_payback_range,
+    get_paying_batches,
     get_speedup_error_by_batch,
 )
 
