@@ -44,7 +44,9 @@ def test_replicas_cost_saving_and_payback_by_hand():
     assert [float(x) for x in r.monthly_cost_spec_usd] == [4380.0, 2920.0]
     assert [float(x) for x in r.monthly_saving_usd] == [1460.0, 2920.0]
     low, high = get_payback_range(10_000.0, r.monthly_saving_usd)
-    assert float(low) == pytest.approx(10_000 / 2920) and float(high) == pytest.approx(10_000 / 1460)
+    assert float(low) == pytest.approx(10_000 / 2920) and float(high) == pytest.approx(
+        10_000 / 1460
+    )
     # $/1M tokens: 2 / (tok/s x 3600) x 1e6; the fractional saving is its fall x tokens a month.
     per_mtok = [2.0 / (t * 3600) * 1e6 for t in (400.0, 600.0)]
     np.testing.assert_allclose([float(x) for x in r.cost_per_mtok_spec], per_mtok)
