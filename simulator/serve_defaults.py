@@ -6,8 +6,8 @@ requests (that default is by method, `simulator.spread`).
 
 from __future__ import annotations
 
-from simulator.serving import Lengths
-from simulator.spread import default_acceptance_spread
+# The CLI's parser reads these constants: nothing here imports numpy or pandas until a
+# function runs, so `--help` stays fast.
 
 REQUESTS = 2000
 """Requests per arm and load. 300 requests from an empty engine read the P99 low near
@@ -23,14 +23,18 @@ deviation of the log (0.5: the middle 68% of requests within 0.61-1.65x the medi
 assumption, not a measured figure: no length trace is bundled; give a measured spread."""
 
 
-def default_lengths(mean: float, kind: str = LENGTH_KIND, spread: float | None = None) -> Lengths:
+def default_lengths(mean: float, kind: str = LENGTH_KIND, spread: float | None = None):
     """Lengths of `kind` around `mean` tokens: `spread` as the CLI's `--length-spread`
     reads it (a share of the mean for uniform, the log's s.d. for lognormal), the default
-    for the kind when None."""
+    for the kind when None. Returns a `serving.Lengths`."""
+    from simulator.serving import Lengths
+
     share = LENGTH_SPREAD[kind] if spread is None else float(spread)
     return Lengths(float(mean), kind, share * float(mean) if kind == "uniform" else share)
 
 
 def acceptance_spread(method: str, given: float | None = None) -> float:
     """The per-request acceptance spread: `given`, else the method's default."""
+    from simulator.spread import default_acceptance_spread
+
     return default_acceptance_spread(method) if given is None else float(given)
