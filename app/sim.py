@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from simulator.catalog import (
     load_acceptance_priors,
 )
 from simulator.errors import InputError
-from simulator.predict import predict
+from simulator.predict import MEMORY_REASONS, predict, status_reasons
 from simulator.profile import Profile, load_profile
 from simulator.sizer import SizingResult, price_grid, size
 from simulator.specs import GPUSpec, ModelSpec
@@ -335,6 +336,30 @@ def memory_fix(row: dict, gpu_counts) -> str:
     return f"It runs with {' or with '.join(remedies)}." if remedies else ""
 
 
+def fewest_gpus(row: Mapping, gpu_counts) -> int | None:
+    """For a prediction row that does not fit in memory, the fewest GPUs per replica among
+    `gpu_counts` (tensor parallel, the row's GPU) with which it runs: 0 when none does,
+    None when the row fits or is not a memory failure. One predict call."""
+    from simulator.scenarios import INPUT_COLUMNS
+
+    if not any(r in MEMORY_REASONS for r in status_reasons(str(row.get("status", "ok")))):
+        return None
+    scenario = {
+        c: v
+        for c, v in row.items()
+        if c in INPUT_COLUMNS and not (isinstance(v, float) and np.isnan(v)) and v != ""
+    }
+    counts = sorted(int(g) for g in gpu_counts if int(g) > int(scenario.get("num_gpus") or 1))
+    if not counts:
+        return 0
+    try:
+        status = run_predict(pd.DataFrame([{**scenario, "num_gpus": n} for n in counts]))["status"]
+    except InputError:
+        return None
+    runs = [n for n, s in zip(counts, status.astype(str), strict=True) if s == "ok"]
+    return runs[0] if runs else 0
+
+
 PUBLISHED_CSV = DATA_DIR / "validation" / "published.csv"
 
 
@@ -351,24 +376,26 @@ def published_errors() -> pd.DataFrame:
     return _published_errors(str(PUBLISHED_CSV), modified_ns(PUBLISHED_CSV))
 
 
-def published_error_band(batches, speedups) -> pd.DataFrame | None:
-    """speedup x (1 -/+ the median |error| of the published cases in each batch's bucket);
-    a bucket without scored cases uses the median over all of them."""
-    from simulator.published import BATCH_BUCKETS
+def speedup_error(batches) -> np.ndarray | None:
+    """The model's validated relative error of the speedup at each batch
+    (`simulator.uncertainty.get_speedup_error_by_batch` on the published set), or None
+    where the set cannot be scored."""
+    from simulator.uncertainty import get_speedup_error_by_batch
 
     try:
         errors = published_errors()
     except (InputError, OSError):
         return None
-    ok = errors[errors["predicted_speedup"].notna()]
-    if not len(ok):
+    width = get_speedup_error_by_batch(batches, errors)
+    return None if np.isnan(width).all() else width
+
+
+def published_error_band(batches, speedups) -> pd.DataFrame | None:
+    """speedup x (1 -/+ the median |error| of the published cases in each batch's bucket);
+    a bucket without scored cases uses the median over all of them."""
+    width = speedup_error(batches)
+    if width is None:
         return None
-    overall = float(ok["abs_error"].median())
-    by_bucket = ok.groupby("batch_bucket")["abs_error"].median().to_dict()
     b = np.asarray(batches, dtype=float)
-    width = np.full(b.shape, overall)
-    for lo, hi, label in BATCH_BUCKETS:
-        if label in by_bucket:
-            width[(b >= lo) & (b <= hi)] = by_bucket[label]
     s = np.asarray(speedups, dtype=float)
     return pd.DataFrame({"batch_size": b, "low": s * (1 - width), "high": s * (1 + width)})

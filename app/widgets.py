@@ -836,7 +836,13 @@ def checklist_panel(
     if title:
         st.markdown(f"**{title}**")
     try:
-        items = checklist(row, sim.models())
+        gpu = sim.gpus().get(str(row.get("gpu")))
+        items = checklist(
+            row,
+            sim.models(),
+            fits_on=sim.fewest_gpus(row, GPU_COUNTS),
+            gpu_name=gpu.name if gpu is not None else None,
+        )
     except (KeyError, ValueError, TypeError) as exc:
         st.warning(f"Checklist unavailable for this row ({plain(exc)}).")
         return

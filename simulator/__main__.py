@@ -557,21 +557,23 @@ def _serve_loads(args, scenarios: int) -> list[dict]:
 
 
 def _check_serve_flags(args) -> None:
-    """`serve`'s acceptance spread, SLOs and length distribution, each in range."""
+    """`serve`'s acceptance spread, SLOs and length distribution, each in range; a spread
+    not given takes the default the dashboard uses (`simulator.serve_defaults`)."""
     import numpy as np
 
+    from simulator.serve_defaults import LENGTH_SPREAD
     from simulator.serving import MAX_ACCEPTANCE_SPREAD, MAX_LOG_SPREAD
 
-    if not (
-        np.isfinite(args.acceptance_spread) and 0 <= args.acceptance_spread <= MAX_ACCEPTANCE_SPREAD
-    ):
+    spread = args.acceptance_spread
+    if spread is not None and not (np.isfinite(spread) and 0 <= spread <= MAX_ACCEPTANCE_SPREAD):
         raise InputError(
-            f"{args.acceptance_spread} is outside 0..{MAX_ACCEPTANCE_SPREAD:g}",
-            field="--acceptance-spread",
+            f"{spread} is outside 0..{MAX_ACCEPTANCE_SPREAD:g}", field="--acceptance-spread"
         )
     for flag, value in (("--slo-ttft-ms", args.slo_ttft_ms), ("--slo-tpot-ms", args.slo_tpot_ms)):
         if not (np.isfinite(value) and value > 0):
             raise InputError(f"{value} must be a positive number of ms", field=flag)
+    if args.length_spread is None:
+        args.length_spread = LENGTH_SPREAD[args.lengths]
     if args.lengths == "fixed" and args.length_spread != 0:
         raise InputError(
             "fixed lengths have no spread: give --lengths uniform or lognormal with it",
@@ -591,8 +593,8 @@ def _serve_row(args, i: int, scenario: dict, loads, priced, slos, baselines) -> 
     reads it, the load and the lengths)."""
     import pandas as pd
 
+    from simulator.serve_defaults import acceptance_spread, default_lengths
     from simulator.serving import (
-        Lengths,
         arm_key,
         arm_scenario,
         price_arms,
@@ -604,13 +606,10 @@ def _serve_row(args, i: int, scenario: dict, loads, priced, slos, baselines) -> 
     prompt_mean = float(scenario.get("prompt_len", 1024))
     output_mean = float(scenario.get("output_len", 256))
     lengths = [
-        Lengths(
-            mean,
-            args.lengths,
-            args.length_spread * mean if args.lengths == "uniform" else args.length_spread,
-        )
+        default_lengths(mean, args.lengths, args.length_spread)
         for mean in (prompt_mean, output_mean)
     ]
+    spread = acceptance_spread(str(scenario.get("method", "none")), args.acceptance_spread)
     arm_models = None  # the step models, priced once for every load of this row
     for load in loads:
         where = f"rate {load.rate}/s" if load.rate else f"concurrency {load.concurrency}"
@@ -629,7 +628,7 @@ def _serve_row(args, i: int, scenario: dict, loads, priced, slos, baselines) -> 
                         scenario,
                         load,
                         *lengths,
-                        acceptance_spread=args.acceptance_spread,
+                        acceptance_spread=spread,
                         arm_models=[(arm, model)],
                     )
                     part = summarise_arms(ran, load, **slos)
@@ -817,26 +816,35 @@ def _add_serve(sub) -> None:
     )
     r.add_argument("--rate", help="requests/s, Poisson: 0.5:8:0.5 or 1,2,4")
     r.add_argument("--concurrency", help="requests in flight (closed loop): 1,4,16")
+    from simulator import serve_defaults as sd
+
     r.add_argument(
-        "--requests", type=int, default=2000, help="requests per arm and load, 1..100,000"
+        "--requests",
+        type=int,
+        default=sd.REQUESTS,
+        help=f"requests per arm and load, 1..100,000 (default {sd.REQUESTS}, as the dashboard)",
     )
     r.add_argument(
         "--lengths",
         choices=("fixed", "uniform", "lognormal"),
-        default="fixed",
-        help="distribution of prompt and output lengths around the scenario's",
+        default=sd.LENGTH_KIND,
+        help="distribution of prompt and output lengths around the scenario's "
+        f"(default {sd.LENGTH_KIND}, as the dashboard)",
     )
     r.add_argument(
         "--length-spread",
         type=float,
-        default=0.0,
-        help="uniform: +- this fraction of the mean; lognormal: sigma of the log",
+        default=None,
+        help="uniform: +- this fraction of the mean; lognormal: sigma of the log (default: "
+        + ", ".join(f"{k} {v:g}" for k, v in sd.LENGTH_SPREAD.items())
+        + ")",
     )
     r.add_argument(
         "--acceptance-spread",
         type=float,
-        default=0.1,
-        help="standard deviation of each request's first-position acceptance",
+        default=None,
+        help="standard deviation of each request's first-position acceptance (default: the "
+        "method's, data/acceptance_spread.csv, as the dashboard)",
     )
     r.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="TTFT SLO for goodput")
     r.add_argument("--slo-tpot-ms", type=float, default=100.0, help="TPOT SLO for goodput")

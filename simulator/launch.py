@@ -44,6 +44,41 @@ def trtllm_draft_len_schedule(ranges: list[tuple[int, int, int]]) -> dict[int, i
     return {int(hi): int(k) for _, hi, k in ranges}
 
 
+def _drafter(method: str, target: ModelSpec, draft: ModelSpec | None, head_repo: str) -> str:
+    """The repository the engine loads as the drafter: the draft model, the EAGLE or Medusa
+    head (a placeholder naming what belongs there when none is given), '' for none."""
+    if method == "draft_model":
+        return _repo(draft, draft.id if draft else "<draft>")
+    if method in ("eagle", "eagle3", "medusa"):
+        return head_repo or f"<{method} head for {target.id}>"
+    return ""
+
+
+def _serve_args(
+    head: list[str], flags: tuple[str, str, str, str], target: ModelSpec, **values
+) -> list[str]:
+    """`head` and the target's repository, then the four sizing flags in `flags`' names
+    (tensor parallel, memory fraction, context length, sequences) with their values."""
+    order = ("num_gpus", "gpu_memory_utilization", "max_model_len", "max_num_seqs")
+    args = [*head, _repo(target, target.id)]
+    for flag, key in zip(flags, order, strict=True):
+        v = values[key]
+        args += [flag, f"{v:g}" if isinstance(v, float) else str(v)]
+    return args
+
+
+def launch_schedule(
+    ranges: list[tuple[int, int, int]], max_num_seqs: int, operating_k: int
+) -> list[tuple[int, int, int]]:
+    """The (lo, hi, K) batch ranges a launch at `max_num_seqs` sequences carries: the
+    schedule cut at that batch, or none when the operating point's K is 0. A server sized
+    to run at K = 0 would otherwise load the draft (its weights and KV cache) for batches
+    it speculates at only when the load falls below the sizing."""
+    if operating_k <= 0:
+        return []
+    return [(lo, min(hi, max_num_seqs), k) for lo, hi, k in ranges if lo <= max_num_seqs]
+
+
 def vllm_command(
     *,
     target: ModelSpec,
@@ -63,29 +98,23 @@ def vllm_command(
 
     vLLM's method names: draft_model, eagle (EAGLE-1/2 heads), eagle3, medusa (K must equal
     the checkpoint's heads), mtp, ngram."""
-    args = [
-        "vllm",
-        "serve",
-        _repo(target, target.id),
-        "--tensor-parallel-size",
-        str(num_gpus),
-        "--gpu-memory-utilization",
-        f"{gpu_memory_utilization:g}",
-        "--max-model-len",
-        str(max_model_len),
-        "--max-num-seqs",
-        str(max_num_seqs),
-    ]
+    args = _serve_args(
+        ["vllm", "serve"],
+        ("--tensor-parallel-size", "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs"),
+        target,
+        num_gpus=num_gpus,
+        gpu_memory_utilization=float(gpu_memory_utilization),
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+    )
     if weight_dtype == "fp8":
         args += ["--quantization", "fp8"]
     if kv_dtype == "fp8":
         args += ["--kv-cache-dtype", "fp8"]
     if method != "none" and k > 0:
         spec: dict = {"method": _VLLM_METHOD[method], "num_speculative_tokens": int(k)}
-        if method == "draft_model":
-            spec["model"] = _repo(draft, draft.id if draft else "<draft>")
-        elif method in ("eagle", "eagle3", "medusa"):
-            spec["model"] = head_repo or f"<{method} head for {target.id}>"
+        if _drafter(method, target, draft, head_repo):
+            spec["model"] = _drafter(method, target, draft, head_repo)
         elif method == "ngram":
             spec.update(prompt_lookup_min=2, prompt_lookup_max=5)
         if ranges and any(r[2] != k for r in ranges):
@@ -108,21 +137,15 @@ def sglang_command(
     kv_dtype: str = "bf16",
 ) -> str:
     """`python -m sglang.launch_server` for this deployment (chain drafts: topk 1)."""
-    args = [
-        "python",
-        "-m",
-        "sglang.launch_server",
-        "--model-path",
-        _repo(target, target.id),
-        "--tp",
-        str(num_gpus),
-        "--mem-fraction-static",
-        f"{gpu_memory_utilization:g}",
-        "--context-length",
-        str(max_model_len),
-        "--max-running-requests",
-        str(max_num_seqs),
-    ]
+    args = _serve_args(
+        ["python", "-m", "sglang.launch_server", "--model-path"],
+        ("--tp", "--mem-fraction-static", "--context-length", "--max-running-requests"),
+        target,
+        num_gpus=num_gpus,
+        gpu_memory_utilization=float(gpu_memory_utilization),
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+    )
     if kv_dtype == "fp8":
         args += ["--kv-cache-dtype", "fp8_e4m3"]
     if method in _SGLANG_ALGO and k > 0:
@@ -136,13 +159,8 @@ def sglang_command(
             "--speculative-num-draft-tokens",
             str(k + 1),
         ]
-        if method == "draft_model":
-            args += ["--speculative-draft-model-path", _repo(draft, draft.id if draft else "")]
-        elif method in ("eagle", "eagle3"):
-            args += [
-                "--speculative-draft-model-path",
-                head_repo or f"<{method} head for {target.id}>",
-            ]
+        if method in ("draft_model", "eagle", "eagle3"):
+            args += ["--speculative-draft-model-path", _drafter(method, target, draft, head_repo)]
         return SGLANG_CHAIN_NOTE + "\n" + " ".join(shlex.quote(a) for a in args)
     elif method == "medusa":
         return "# SGLang has no Medusa support; use vLLM or TensorRT-LLM\n" + " ".join(
@@ -177,18 +195,15 @@ def trtllm_command(
 ) -> str:
     """`trtllm-serve` and the `--extra_llm_api_options` YAML it reads: K is
     `max_draft_len` (MTP: `num_nextn_predict_layers`), a chain of K drafted tokens."""
-    args = [
-        "trtllm-serve",
-        _repo(target, target.id),
-        "--tp_size",
-        str(num_gpus),
-        "--kv_cache_free_gpu_memory_fraction",
-        f"{gpu_memory_utilization:g}",
-        "--max_seq_len",
-        str(max_model_len),
-        "--max_batch_size",
-        str(max_num_seqs),
-    ]
+    args = _serve_args(
+        ["trtllm-serve"],
+        ("--tp_size", "--kv_cache_free_gpu_memory_fraction", "--max_seq_len", "--max_batch_size"),
+        target,
+        num_gpus=num_gpus,
+        gpu_memory_utilization=float(gpu_memory_utilization),
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+    )
     yaml = []
     if kv_dtype == "fp8":
         yaml += ["kv_cache_config:", "  dtype: fp8"]
@@ -201,10 +216,8 @@ def trtllm_command(
             yaml.append(f"  num_nextn_predict_layers: {int(k)}")
         else:
             yaml.append(f"  max_draft_len: {int(k)}")
-        if method == "draft_model":
-            yaml.append(f"  speculative_model: {_repo(draft, draft.id if draft else '<draft>')}")
-        elif method == "eagle3":
-            yaml.append(f"  speculative_model: {head_repo or f'<eagle3 head for {target.id}>'}")
+        if method in ("draft_model", "eagle3"):
+            yaml.append(f"  speculative_model: {_drafter(method, target, draft, head_repo)}")
     if not yaml:
         return " ".join(shlex.quote(a) for a in args)
     args += ["--extra_llm_api_options", "spec.yaml"]

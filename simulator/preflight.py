@@ -88,7 +88,18 @@ def _acceptance(row: Mapping) -> CheckItem:
     return CheckItem(name, "red", text + ": speculation is slower here")
 
 
-def _headroom(row: Mapping) -> CheckItem:
+def _fits_on(row: Mapping, fits_on: int | None, gpu_name: str | None) -> str:
+    """The fewest GPUs per replica that hold the setup, as a clause: '' when not looked
+    for (None), 'no count up to ...' when none of those tried does (0)."""
+    if fits_on is None:
+        return ""
+    gpu = gpu_name or str(row["gpu"])
+    if fits_on <= 0:
+        return f"; no GPU count tried holds it on {gpu}: quantise or choose a larger GPU"
+    return f"; {fits_on} x {gpu} per replica (tensor parallel {fits_on}) hold it"
+
+
+def _headroom(row: Mapping, fits_on: int | None = None, gpu_name: str | None = None) -> CheckItem:
     name = "KV headroom for the concurrency asked"
     batch = int(row["batch_size"])
     cap = float(row["max_concurrency_spec"])
@@ -113,7 +124,7 @@ def _headroom(row: Mapping) -> CheckItem:
             )
         else:
             text = "nothing fits: weights and reserves exceed the memory"
-        return CheckItem(name, "red", text)
+        return CheckItem(name, "red", text + _fits_on(row, fits_on, gpu_name))
     use = batch / cap
     text = f"batch {batch} of {int(cap)} sequences that fit ({use:.0%})"
     if use <= HEADROOM:
@@ -176,15 +187,24 @@ def _not_checked(name: str, why: str) -> CheckItem:
     return CheckItem(name, "red", f"not checked: the setup cannot run ({why})")
 
 
-def checklist(row: Mapping, models: dict[str, ModelSpec]) -> list[CheckItem]:
+def checklist(
+    row: Mapping,
+    models: dict[str, ModelSpec],
+    *,
+    fits_on: int | None = None,
+    gpu_name: str | None = None,
+) -> list[CheckItem]:
     """The six checks for one row of `predict`'s output. Where the setup cannot run, K and
-    acceptance are not judged (a K and an alpha verdict would suggest it could)."""
+    acceptance are not judged (a K and an alpha verdict would suggest it could).
+    `fits_on`: for a setup that does not fit in memory, the fewest GPUs per replica (of
+    the row's GPU, `gpu_name`) that hold it, 0 when none tried does; the memory check then
+    says so."""
     why = _cannot_run(row)
     return [
         _tokenizers(row, models),
         _not_checked("K in a sensible range", why) if why else _k_range(row),
         _not_checked("Acceptance above break-even", why) if why else _acceptance(row),
         _context_window(row, models),
-        _headroom(row),
+        _headroom(row, fits_on, gpu_name),
         _draft_size(row),
     ]

@@ -111,6 +111,13 @@ UNITS: dict[str, str] = {
     "engine_ms_baseline": "ms",
     "engine_ms_spec": "ms",
     "baseline_step_ms": "ms",
+    "speedup_error": "0-1",
+    "replicas_spec_low": "replicas",
+    "replicas_spec_high": "replicas",
+    "monthly_cost_spec_low_usd": "$/month",
+    "monthly_cost_spec_high_usd": "$/month",
+    "monthly_saving_low_usd": "$/month",
+    "monthly_saving_high_usd": "$/month",
 }
 """Unit of every numeric report column; text columns (ids, warnings) carry none."""
 
@@ -147,6 +154,50 @@ def add_economics(predictions: pd.DataFrame, requests_per_day) -> pd.DataFrame:
     out["monthly_cost_baseline_usd"] = cost_base
     out["monthly_cost_spec_usd"] = cost_spec
     out["monthly_saving_usd"] = cost_base - cost_spec
+    return out
+
+
+ERROR_RANGE_COLUMNS = (
+    "speedup_error",
+    "replicas_spec_low",
+    "replicas_spec_high",
+    "monthly_cost_spec_low_usd",
+    "monthly_cost_spec_high_usd",
+    "monthly_saving_low_usd",
+    "monthly_saving_high_usd",
+)
+"""Columns `add_error_ranges` appends: the model's validated relative error of the speedup
+at the row's batch, and the speculative replicas, cost and saving at either end of it
+(`low`/`high`: the smaller and the larger figure)."""
+
+
+def add_error_ranges(report: pd.DataFrame, error) -> pd.DataFrame:
+    """Append `ERROR_RANGE_COLUMNS` to an `add_economics` output; `error` is the relative
+    error of the speedup per row (`uncertainty.get_speedup_error_by_batch`). Rows without
+    speculation get NaN: the error is the speedup's."""
+    from simulator.uncertainty import get_money_range
+
+    out = report.copy()
+    err = np.broadcast_to(np.asarray(error, dtype=float), (len(out),)).copy()
+    err[out["method"].astype(str).eq("none").to_numpy()] = np.nan
+    r = get_money_range(
+        demand_tok_s=out["demand_tok_s"].to_numpy(dtype=float),
+        baseline_tok_s=out["baseline_tok_s"].to_numpy(dtype=float),
+        spec_tok_s=out["spec_tok_s"].to_numpy(dtype=float),
+        hourly_usd_per_gpu=out["gpu_hourly_usd"].to_numpy(dtype=float),
+        num_gpus=out["num_gpus"].to_numpy(dtype=float),
+        error=np.nan_to_num(err),
+    )
+    keep = np.isfinite(err)
+    out["speedup_error"] = err
+    for name, (at_low, at_high) in (
+        ("replicas_spec", r.replicas_spec),
+        ("monthly_cost_spec", r.monthly_cost_spec_usd),
+        ("monthly_saving", r.monthly_saving_usd),
+    ):
+        unit = "" if name == "replicas_spec" else "_usd"
+        out[f"{name}_low{unit}"] = np.where(keep, np.fmin(at_low, at_high), np.nan)
+        out[f"{name}_high{unit}"] = np.where(keep, np.fmax(at_low, at_high), np.nan)
     return out
 
 

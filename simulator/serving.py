@@ -1298,7 +1298,7 @@ def max_rate_at_slo(
     slo_ttft_ms: float,
     slo_tpot_ms: float,
     requests: int = 1000,
-    acceptance_spread: float = 0.1,
+    acceptance_spread: float | None = None,
     seed: int = 0,
     iterations: int = 10,
     defaults: ModelDefaults = DEFAULTS,
@@ -1309,8 +1309,13 @@ def max_rate_at_slo(
     `requests` per replication and grow until two seeds agree on the P99 within 5% (300
     requests from an empty engine read 29.6 requests/s where the steady state gives about
     21.5). 0 when even a trickle misses the SLOs, or when more than 1% of requests are
-    refused for being longer than the context window or the KV cache."""
+    refused for being longer than the context window or the KV cache. `acceptance_spread`
+    None: the method's default (`simulator.spread`), as `simulator serve` takes it."""
+    from simulator.spread import default_acceptance_spread
     from simulator.tails import max_rate_at_slo as steady
+
+    if acceptance_spread is None:
+        acceptance_spread = default_acceptance_spread(str(scenario.get("method", "none")))
 
     return steady(
         scenario,

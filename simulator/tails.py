@@ -11,7 +11,12 @@ requests gave 29.6 requests/s per replica where 3,000 gave 22.2). Here each esti
   until their P99s agree within `TOLERANCE` (5%), or until the SLO decision the caller asks
   for is the same for both with that margin, or until `MAX_TAIL_REQUESTS`;
 - reports the pooled P99 with the two replications' P99s as its range (a rerun with
-  another seed moves the P99 within it).
+  another seed moves the P99 within it);
+- sizes no rate above what the replica sustains with `TOLERANCE` to spare
+  (`sustained_rate`): at a load the replica only just serves, the queue is a random walk
+  and its P99 grows with the length of the run, so no run length gives a steady one (8B on
+  one H200, kernel tables: two seeds of 2,000 requests met a 2 s P99 TTFT at 25.7
+  requests/s, where the replica completes 25.6-25.9 a second; 20,000 requests read 2.8 s).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.defaults import DEFAULTS, ModelDefaults
-from simulator.serving import Lengths, Load, StepModel, run, step_model
+from simulator.serving import BLOCK_SIZE, Lengths, Load, StepModel, run, step_model
 
 WARMUP_SHARE = 0.2
 """Share of the requests, first by arrival, left out of the tail statistics."""
@@ -38,6 +43,8 @@ settle at 21.5), and two seeds cannot see a bias they share."""
 MAX_TAIL_REQUESTS = 32_000
 """Most requests per replication. On the 2-core development machine 32,000 requests of an
 8B draft-model arm took about 3 s."""
+CAPACITY_REQUESTS = 4_000
+"""Requests per replication of the saturated run that measures what a replica sustains."""
 SEED_STRIDE = 1_000_003
 """The second replication's seed is the first's plus this (independent streams)."""
 METRICS = ("ttft", "tpot")
@@ -150,6 +157,45 @@ def steady_tails(
         n = min(2 * n, cap)
 
 
+def sustained_rate(
+    model: StepModel,
+    prompt: Lengths,
+    output: Lengths,
+    *,
+    acceptance_spread: float = 0.0,
+    seed: int = 0,
+    requests: int = CAPACITY_REQUESTS,
+    defaults: ModelDefaults = DEFAULTS,
+) -> float:
+    """Requests per second one replica completes when it never runs short of work: a
+    closed loop with as many requests in flight as the engine runs at once (`max_num_seqs`,
+    or fewer where the KV cache holds fewer requests of the mean length: more would only
+    measure preemption's recomputation), completions counted between the warm-up and the
+    drain; the lower of two seeds."""
+    per_request = prompt.mean + output.mean + model.lookahead
+    fit = int(model.kv_blocks * BLOCK_SIZE // per_request)
+    in_flight = max(1, min(defaults.max_num_seqs, fit))
+    rates = []
+    for s in (seed, seed + SEED_STRIDE):
+        result = run(
+            model,
+            Load(requests=requests, concurrency=in_flight, seed=s),
+            prompt,
+            output,
+            acceptance_spread=acceptance_spread,
+            max_num_batched_tokens=defaults.max_num_batched_tokens,
+            max_num_seqs=defaults.max_num_seqs,
+        )
+        req = result.requests
+        done = np.sort((req["arrival_ms"] + req["e2e_ms"]).to_numpy(dtype=float))
+        done = done[np.isfinite(done)]
+        a, b = int(len(done) * WARMUP_SHARE), len(done) - 1 - int(len(done) * DRAIN_SHARE)
+        if b <= a or done[b] <= done[a]:
+            return 0.0
+        rates.append((b - a) / (done[b] - done[a]) * 1e3)
+    return min(rates)
+
+
 @dataclass(frozen=True)
 class RateAtSlo:
     """The highest request rate (requests/s) one replica serves within the P99 SLOs.
@@ -182,8 +228,9 @@ def max_rate_at_slo(
 ) -> RateAtSlo:
     """Bisection on the log of the rate between a trickle (0.01/s, or 1% of the ceiling)
     and the ceiling (the batch of `max_num_seqs` at its step time), each step judged on
-    steady-state P99s (`steady_tails`), until the bracket is within `TOLERANCE`. More than 1% of requests refused misses at any
-    rate."""
+    steady-state P99s (`steady_tails`), until the bracket is within `TOLERANCE`. More than
+    1% of requests refused misses at any rate. The ceiling is the lower of the decode
+    batch's bound and `sustained_rate` less `TOLERANCE`: above it the queue grows."""
     model = step_model(
         {**scenario, "prompt_len": prompt.mean, "output_len": output.mean},
         speculative=speculative,
@@ -193,6 +240,11 @@ def max_rate_at_slo(
     tau = 1.0 + float(np.cumprod(model.conditional).sum()) if model.k else 1.0
     seqs = len(model.decode_ms) - 1
     ceiling = seqs * tau * 1e3 / model.decode_ms[seqs] / output.mean
+    sustained = sustained_rate(
+        model, prompt, output, acceptance_spread=acceptance_spread, seed=seed, defaults=defaults
+    )
+    if sustained > 0:
+        ceiling = min(ceiling, sustained * (1 - TOLERANCE))
     slos = {"ttft": slo_ttft_ms, "tpot": slo_tpot_ms}
     seen: dict[float, TailEstimate] = {}
 

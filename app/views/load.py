@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app import figures_load, sim, widgets
+from simulator import serve_defaults
 from simulator.errors import InputError
 from simulator.serving import (
     LENGTH_KINDS,
@@ -25,9 +26,6 @@ from simulator.serving import (
 from simulator.spread import default_acceptance_spread
 
 LOAD_KINDS = ("request rate (open loop)", "concurrency (closed loop)")
-# As `simulator serve --requests`: one default. 300 requests from an empty engine read the
-# P99 low near saturation (the Sizer sizes on steady-state P99s, `simulator.tails`).
-DEFAULT_REQUESTS = 2000
 MAX_POINTS = 12
 
 
@@ -134,7 +132,7 @@ requests = int(
         "Requests per point",
         50,
         20_000,
-        DEFAULT_REQUESTS,
+        serve_defaults.REQUESTS,
         50,
         key="load_requests",
         **widgets.BIND,
@@ -147,7 +145,13 @@ slo_ttft = float(
 slo_tpot = float(
     c[1].number_input("TPOT SLO, P99 (ms)", 0.1, 10_000.0, 50.0, key="slo_tpot", **widgets.BIND)
 )
-length_kind = c[2].selectbox("Lengths", LENGTH_KINDS, index=2, key="length_kind", **widgets.BIND)
+length_kind = c[2].selectbox(
+    "Lengths",
+    LENGTH_KINDS,
+    index=LENGTH_KINDS.index(serve_defaults.LENGTH_KIND),
+    key="length_kind",
+    **widgets.BIND,
+)
 spread = float(
     c[3].number_input(
         "Per-request acceptance spread (s.d.)",
@@ -169,10 +173,12 @@ if kind == LOAD_KINDS[0]:
     loads = [(float(x), None) for x in np.round(np.linspace(lo, hi, points), 3)]
 else:
     loads = [(None, int(x)) for x in sorted(set(np.linspace(lo, hi, points).round().astype(int)))]
-sigma = 0.5 if length_kind == "lognormal" else 0.0
 lengths = tuple(
-    (length_kind, float(mean), sigma if length_kind != "uniform" else 0.5 * mean)
-    for mean in (scenario.prompt_len, scenario.output_len)
+    (length_kind, got.mean, got.spread)
+    for got in (
+        serve_defaults.default_lengths(mean, length_kind)
+        for mean in (scenario.prompt_len, scenario.output_len)
+    )
 )
 k = int(
     st.number_input(

@@ -9,6 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from app import library_saves, sim, widgets
+from app.operating_point import DEFAULT_MAX_MODEL_LEN, DEFAULT_UTIL, operating_point
+from app.operating_point import carried as _carried
 from simulator import launch
 from simulator.errors import InputError
 from simulator.predict import CANNOT_RUN_REASONS, status_reasons
@@ -16,6 +18,7 @@ from simulator.preflight import K_MAX_SENSIBLE
 from simulator.reports import (
     MAX_REQUESTS_PER_DAY,
     add_economics,
+    add_error_ranges,
     add_preflight,
     launch_config_text,
     report_csv,
@@ -68,28 +71,21 @@ SHOWN = {
     "preflight": "pre-flight",
 }
 K_SEARCH = range(1, K_MAX_SENSIBLE + 1)  # as the ROI page's 'best K'
-DEFAULT_MAX_MODEL_LEN = 8192  # the Sizer's default
 
 st.title("Reports")
 st.caption(
-    "One row per scenario. The table starts from the scenario in the sidebar (and the "
-    "sizer's operating point if you ran it); edit, add or delete rows, and the results "
+    "One row per scenario. The table starts from the scenario in the sidebar: the baseline, "
+    "speculation at the ROI page's K and batch, and the Concurrency sizer's operating point "
+    "for it; edit, add or delete rows, and the results "
     "and downloads follow."
 )
 scenario = widgets.scenario_inputs()
 
 
-def _carried(key: str, default):
-    """A planning page's input: its session value, else the link's query parameter."""
-    if key in st.session_state:
-        return st.session_state[key]
-    return st.query_params.get(key, default)
-
-
 def _prefill() -> pd.DataFrame:
     """Rows from the current scenario: the baseline, speculation at the ROI page's K and
-    batch, and the sizer's operating point when there is one."""
-    ss = st.session_state
+    batch, and the Sizer's operating point for this scenario (`operating_point`, never a
+    result another page left in the session) where it speculates and is another row."""
     batch = int(_carried("batch_size", 16))
     k_choice = str(_carried("k", "best"))
     base = scenario.base()
@@ -97,12 +93,12 @@ def _prefill() -> pd.DataFrame:
         k = sim.best_k(base, batch, K_SEARCH) if k_choice == "best" else int(k_choice)
     else:
         k = 0
-    util = float(_carried("gpu_memory_utilization", 0.9))
+    util = float(_carried("gpu_memory_utilization", DEFAULT_UTIL))
     rows = [scenario.row(0, batch, method="none", draft="")]
     if scenario.speculative:
         rows.append(scenario.row(k, batch))
-        choice = (ss.get("sizer_result") or {}).get("choice")
-        if choice and choice["k"] > 0:
+        choice = operating_point(scenario)
+        if choice and choice["k"] > 0 and (choice["k"], choice["batch_size"]) != (k, batch):
             rows.append(scenario.row(int(choice["k"]), int(choice["batch_size"])))
     df = pd.DataFrame(rows)
     for col in EDITOR_COLUMNS:
@@ -116,6 +112,14 @@ def _prefill() -> pd.DataFrame:
     for col in ("acceptance_rate", "gpu_hourly_usd"):
         df[col] = df[col].astype(float)
     return df[list(EDITOR_COLUMNS)].reset_index(drop=True)
+
+
+def _span(low: float, high: float, fmt: str) -> str:
+    """'low-high' in `fmt`, one figure where they agree, '' where unknown."""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return ""
+    a, b = fmt.format(low), fmt.format(high)
+    return a if a == b else f"{a}-{b}"
 
 
 def _best_saving(report: pd.DataFrame) -> str:
@@ -198,6 +202,9 @@ rpd = pd.to_numeric(scenarios.pop("requests_per_day"), errors="coerce").fillna(
 try:
     predictions = sim.run_predict(scenarios)
     report = add_preflight(add_economics(predictions, rpd.to_numpy()), models)
+    error = sim.speedup_error(report["batch_size"].to_numpy(dtype=float))
+    if error is not None:
+        report = add_error_ranges(report, error)
 except InputError as exc:
     widgets.show_error(exc, "Scenario table")
     st.stop()
@@ -206,6 +213,25 @@ st.session_state["report_csv"] = csv_text
 
 st.subheader("Results")
 shown = report[list(SHOWN)].rename(columns=SHOWN)
+if "speedup_error" in report:
+    # The model's validated error at each row's batch, carried to replicas and $/month.
+    for label, (after, lo, hi, fmt) in {
+        "replicas ± error": ("replicas", "replicas_spec_low", "replicas_spec_high", "{:.0f}"),
+        "$/month ± error": (
+            "$/month",
+            "monthly_cost_spec_low_usd",
+            "monthly_cost_spec_high_usd",
+            "${:,.0f}",
+        ),
+    }.items():
+        shown.insert(
+            shown.columns.get_loc(after) + 1,
+            label,
+            [
+                _span(a, b, fmt)
+                for a, b in zip(report[lo].to_numpy(float), report[hi].to_numpy(float), strict=True)
+            ],
+        )
 st.dataframe(
     shown,
     hide_index=True,

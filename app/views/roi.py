@@ -19,6 +19,7 @@ from simulator.predict import MEMORY_REASONS, status_reasons
 from simulator.preflight import K_MAX_SENSIBLE
 from simulator.reports import add_economics
 from simulator.sizer import DEFAULT_BATCHES
+from simulator.uncertainty import get_money_range, get_payback_range
 
 K_OPTIONS = ["best", *(str(k) for k in range(1, 11))]
 # The chart runs K over 1..10; 'best K' searches only up to the checklist's sensible
@@ -30,9 +31,39 @@ DEFAULT_BATCH = 16
 DEFAULT_MIGRATION_USD = 20_000
 
 
-def _fractional_saving(row, migration_usd: float) -> str | None:
+def _money_range(row, batch: int):
+    """(error, `uncertainty.MoneyRange`) for this row at the model's validated error at
+    its batch, or None where the error or the speedup is unknown."""
+    err = sim.speedup_error([batch])
+    if err is None or not math.isfinite(float(row["speedup"])):
+        return None
+    return float(err[0]), get_money_range(
+        demand_tok_s=row["demand_tok_s"],
+        baseline_tok_s=row["baseline_tok_s"],
+        spec_tok_s=row["spec_tok_s"],
+        hourly_usd_per_gpu=row["gpu_hourly_usd"],
+        num_gpus=row["num_gpus"],
+        error=err[0],
+    )
+
+
+def _span(values, fmt=lambda v: f"{v:g}") -> str:
+    """'a-b' of the two ends in order, or 'a' where they agree."""
+    lo, hi = sorted(float(v) for v in values)
+    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}-{fmt(hi)}"
+
+
+def _months(values) -> str:
+    lo, hi = sorted(float(v) for v in values)
+    if math.isinf(lo):
+        return "never"
+    return f"{lo:.1f}-{hi:.1f} months" if math.isfinite(hi) else f"{lo:.1f} months to never"
+
+
+def _fractional_saving(row, migration_usd: float, ranged=None) -> str | None:
     """Where whole replicas do not fall but $ per 1M tokens does: the saving and payback at
-    the fractional capacity (replicas shared with other traffic, or a smaller pool)."""
+    the fractional capacity (replicas shared with other traffic, or a smaller pool), with
+    their range at the model's error where `ranged` (`_money_range`) is given."""
     per_mtok = float(row["cost_per_mtok_baseline"]) - float(row["cost_per_mtok_spec"])
     if not (math.isfinite(per_mtok) and per_mtok > 0) or row["monthly_saving_usd"] > 0:
         return None
@@ -40,35 +71,42 @@ def _fractional_saving(row, migration_usd: float) -> str | None:
     saving = per_mtok * mtok_month
     months = float(get_payback_months(migration_usd, saving))
     share = per_mtok / float(row["cost_per_mtok_baseline"])
-    return (
+    text = (
         f"The whole replica count does not fall, but $ per 1M tokens does, by {share:.0%} "
         f"({money(per_mtok, 3)}). At fractional capacity (the freed share of a replica "
         f"used for other traffic) that saves {money(saving)} a month: payback "
         f"{months:.1f} months."
     )
+    if ranged is not None:
+        err, r = ranged
+        text += (
+            f" With the model's error (±{err:.0%}): {_span(r.fractional_saving_usd, money)} "
+            f"a month, payback {_months(get_payback_range(migration_usd, r.fractional_saving_usd))}."
+        )
+    return text
 
 
-def _with_error(row, batch: int) -> str:
-    """The speedup and the replicas with the model's validated error at this batch (the
-    median |error| against published measurements in the batch's range), and the verdict
-    that survives it."""
-    band = sim.published_error_band([batch], [row["speedup"]])
-    if band is None or not math.isfinite(float(row["speedup"])):
+def _with_error(row, batch: int, migration_usd: float, ranged) -> str:
+    """The speedup, replicas, $ per month and payback with the model's validated error at
+    this batch (the median |error| against published measurements in the batch's range),
+    and the verdict that survives it."""
+    if ranged is None:
         return ""
-    low, high = float(band["low"].iloc[0]), float(band["high"].iloc[0])
-    demand, base = float(row["demand_tok_s"]), float(row["baseline_tok_s"])
-    scale = float(row["spec_tok_s"]) / float(row["speedup"]) if row["speedup"] else base
-    replicas = sorted(math.ceil(demand / (scale * s)) if scale * s > 0 else 0 for s in (low, high))
+    err, r = ranged
+    low, high = float(row["speedup"]) * (1 - err), float(row["speedup"]) * (1 + err)
     if low > 1:
         verdict = "speculation pays at this batch even at the low end"
     elif high < 1:
         verdict = "speculation is slower at this batch even at the high end"
     else:
         verdict = "within the model's error speculation may or may not pay at this batch"
-    span = f"{replicas[0]}" if replicas[0] == replicas[1] else f"{replicas[0]}-{replicas[1]}"
+    payback = get_payback_range(migration_usd, r.monthly_saving_usd)
     return (
-        f"With the model's typical error at batch {batch} (Validation page): speedup "
-        f"{low:.2f}-{high:.2f}x, {span} replicas with speculation; {verdict}."
+        f"With the model's typical error at batch {batch} (±{err:.0%}, Validation page): "
+        f"speedup {low:.2f}-{high:.2f}x, {_span(r.replicas_spec, lambda v: f'{v:.0f}')} "
+        f"replicas with speculation, {_span(r.monthly_cost_spec_usd, money)} a month "
+        f"(saving {_span(r.monthly_saving_usd, money)}), payback {_months(payback)}; "
+        f"{verdict}."
     )
 
 
@@ -273,10 +311,11 @@ with left:
         f"TPOT {row['baseline_tpot_ms']:.1f} → {row['spec_tpot_ms']:.1f} ms, latency from "
         f"{widgets.plain(row['latency_source'])}. {widgets.acceptance_basis(scenario)}"
     )
-    uncertain = _with_error(row, batch)
+    ranged = _money_range(row, batch)
+    uncertain = _with_error(row, batch, migration_usd, ranged)
     if uncertain:
         st.caption(uncertain)
-    fractional = _fractional_saving(row, migration_usd)
+    fractional = _fractional_saving(row, migration_usd, ranged)
     if fractional is not None:
         st.caption(fractional)
 with right:

@@ -12,22 +12,24 @@ import streamlit as st
 
 from app import figures, library_saves, sim, widgets
 from app.formatting import delta, money, signed_money
-from simulator import launch, tails
+from app.operating_point import (  # the Sizer's defaults, shared with Reports' prefill
+    DEFAULT_K_MAX,
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_SLO_TOK_S,
+    DEFAULT_SLO_TPOT_MS,
+    DEFAULT_UTIL,
+    SLO_KINDS,
+)
+from simulator import launch, serve_defaults, tails
 from simulator.defaults import DEFAULTS
 from simulator.economics import get_demand_tok_s
 from simulator.errors import InputError
 from simulator.memory import get_max_concurrency
 from simulator.predict import WINDOW_REASONS, status_reasons
 from simulator.reports import launch_config_text
-from simulator.serving import Lengths
 from simulator.sizer import schedule_ranges
+from simulator.uncertainty import get_money_range, get_paying_batches
 
-SLO_KINDS = ("TPOT (ms)", "tokens/s per user")
-DEFAULT_UTIL = 0.9  # vLLM's --gpu-memory-utilization default
-DEFAULT_MAX_MODEL_LEN = 8192
-DEFAULT_SLO_TPOT_MS = 20.0  # 50 tokens/s per user: a chat that streams faster than it is read
-DEFAULT_SLO_TOK_S = 50.0
-DEFAULT_K_MAX = 8
 FALLBACK_K = 3  # vLLM's documented example K, for the memory bars when nothing is chosen
 
 
@@ -40,12 +42,14 @@ def _p99_rate(
     calibration = sim.current_calibration().calibration if cal else None
     return tails.max_rate_at_slo(
         dict(scenario),
-        Lengths(float(lengths[0]), "lognormal", 0.5),
-        Lengths(float(lengths[1]), "lognormal", 0.5),
+        serve_defaults.default_lengths(lengths[0]),
+        serve_defaults.default_lengths(lengths[1]),
         speculative=speculative,
         slo_ttft_ms=ttft,
         slo_tpot_ms=tpot,
-        acceptance_spread=0.1 if speculative else 0.0,
+        acceptance_spread=serve_defaults.acceptance_spread(dict(scenario)["method"])
+        if speculative
+        else 0.0,
         calibration=calibration,
     )
 
@@ -145,6 +149,67 @@ def _on_p99_basis(choice: dict, base_choice: dict | None, p99: dict, scenario) -
 
     spec_got = p99.get(True) if scenario.speculative and choice["k"] > 0 else p99.get(False)
     return resize(choice, spec_got), resize(base_choice, p99.get(False))
+
+
+def _k0_note(scenario, ranges, max_num_seqs: int, k: int, mem) -> None:
+    """At a K = 0 operating point the launch runs no speculation: say which batches the
+    schedule would speculate at and what the draft would hold of the memory there."""
+    low = [(lo, hi, kk) for lo, hi, kk in ranges if kk > 0 and lo <= max_num_seqs]
+    if not scenario.speculative or k > 0 or not low:
+        return
+    upto = max(hi for _, hi, _ in low)
+    draft_gb = float(mem["draft_weights_gb"])
+    kv_gb = float(mem["kv_cache_gb_baseline"] - mem["kv_cache_gb_spec"])
+    st.caption(
+        f"K = 0 at the operating point (batch {max_num_seqs}): the commands run no "
+        f"speculation. The schedule speculates only at batch {min(upto, max_num_seqs)} and "
+        f"below, when the load falls under the sizing. Speculating there would load the "
+        f"draft ({draft_gb:.1f} GiB of weights), leaving {kv_gb:.1f} GiB less for the KV "
+        "cache at every batch."
+    )
+
+
+def _with_error(choice: dict, base_choice: dict | None, grid, scenario, demand: float) -> str:
+    """The operating point's replicas and $ per month at the model's validated error at
+    its batch (`simulator.uncertainty`), and the batches where speculation pays even at
+    the error's low end."""
+    err = sim.speedup_error([choice["batch_size"]])
+    if err is None or not choice["gpus"] or not scenario.speculative:
+        return ""
+    hourly = choice["monthly_cost_usd"] / (choice["gpus"] * DEFAULTS.hours_per_month)
+    r = get_money_range(
+        demand_tok_s=demand,
+        baseline_tok_s=base_choice["tok_s_per_replica"] if base_choice else np.nan,
+        spec_tok_s=choice["tok_s_per_replica"],
+        hourly_usd_per_gpu=hourly,
+        num_gpus=scenario.num_gpus,
+        error=err[0],
+    )
+    reps = sorted({int(x) for x in r.replicas_spec})
+    costs = sorted(float(x) for x in r.monthly_cost_spec_usd)
+    cost = money(costs[0]) if reps[0] == reps[-1] else f"{money(costs[0])}-{money(costs[1])}"
+    spec = grid[(grid["k"] > 0) & np.isfinite(grid["speedup"].to_numpy(dtype=float))]
+    best = spec.groupby("batch_size")["speedup"].max()
+    paying = get_paying_batches(
+        best.index.to_numpy(), best.to_numpy(), sim.speedup_error(best.index.to_numpy())
+    )
+    sampled = best.index.to_numpy()
+    if not len(paying):
+        where = "at the model's low end speculation pays at no batch"
+    else:
+        inside = sampled[(sampled >= paying.min()) & (sampled <= paying.max())]
+        batches = (
+            f"{int(paying.min())}-{int(paying.max())}"
+            if len(paying) > 1 and len(inside) == len(paying)
+            else ", ".join(str(int(b)) for b in paying)
+        )
+        where = f"speculation pays at batch {batches} even at the model's low end"
+    if choice["k"] <= 0:
+        return f"With the model's typical error (Validation page): {where}."
+    return (
+        f"With the model's typical error at batch {choice['batch_size']} (±{err[0]:.0%}, "
+        f"Validation page): {'-'.join(map(str, reps))} replicas, {cost} a month; {where}."
+    )
 
 
 st.title("Concurrency sizer")
@@ -472,6 +537,10 @@ else:
         )
         + f" {widgets.acceptance_basis(scenario)}"
     )
+    if basis == "mean TPOT":
+        uncertain = _with_error(choice, base_choice, grid, scenario, demand)
+        if uncertain:
+            left.caption(uncertain)
 with right:
     widgets.checklist_panel(row)
 
@@ -479,12 +548,10 @@ with right:
 if choice is not None:
     st.subheader("Launch command")
     max_num_seqs = int(choice["batch_size"])
-    ranges = [
-        (lo, min(hi, max_num_seqs), k)
-        for lo, hi, k in schedule_ranges(result.best)
-        if lo <= max_num_seqs
-    ]
+    full_ranges = schedule_ranges(result.best)
+    ranges = launch.launch_schedule(full_ranges, max_num_seqs, int(choice["k"]))
     k_launch = max((k for _, _, k in ranges), default=0) if scenario.speculative else 0
+    _k0_note(scenario, full_ranges, max_num_seqs, int(choice["k"]), mem)
     common = {
         "target": models[scenario.target],
         "method": scenario.method,

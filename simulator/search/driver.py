@@ -26,6 +26,7 @@ from simulator.search.confirm import ArmResult, Job, confirm, probe_fn, step_mod
 from simulator.search.runners import InlineRunner
 from simulator.search.screen import Arm, Screened, screen
 from simulator.search.spec import SearchSpec
+from simulator.spread import default_acceptance_spread
 
 
 @dataclass
@@ -82,7 +83,9 @@ def _job(spec: SearchSpec, arm: Arm) -> Job:
         slo=spec.slo,
         requests=sim.requests,
         seed=sim.seed,
-        acceptance_spread=sim.acceptance_spread,
+        acceptance_spread=default_acceptance_spread(str(dict(arm.scenario).get("method", "none")))
+        if sim.acceptance_spread is None
+        else sim.acceptance_spread,
         iterations=sim.iterations,
     )
 

@@ -129,7 +129,8 @@ class Simulation:
 
     requests: int = 400
     seed: int = 0
-    acceptance_spread: float = 0.1
+    acceptance_spread: float | None = None
+    """None: each arm's method's default (`simulator.spread`), as `serve` and the dashboard."""
     iterations: int = 10
     window: int = 16
     keep: str = "fronts"
@@ -446,8 +447,10 @@ def _simulation(r: _Reader, value) -> Simulation:
             True,
         ),
         seed=r.number(m.get("seed", d.seed), "simulation.seed", 0, 2**32 - 1, True),
-        acceptance_spread=r.number(
-            m.get("acceptance_spread", d.acceptance_spread),
+        acceptance_spread=None
+        if m.get("acceptance_spread") is None
+        else r.number(
+            m["acceptance_spread"],
             "simulation.acceptance_spread",
             0.0,
             serving.MAX_ACCEPTANCE_SPREAD,

@@ -177,3 +177,16 @@ def test_the_page_says_how_much_another_seed_moves_the_p99(app):
     at = app("load", query={"load_points": 2, "load_requests": 100})
     text = " ".join(c.value for c in at.main.caption)
     assert "A rerun with another seed moves the P99 TPOT at the highest load by" in text
+
+
+def test_the_pages_defaults_are_the_clis(app):
+    """Issue 27: one default for `simulator serve` and this page (requests, lengths and
+    their spread, acceptance spread by method)."""
+    from simulator.__main__ import make_parser
+    from simulator.spread import default_acceptance_spread
+
+    cli = make_parser().parse_args(["serve", "--in", "x.csv", "--out", "y.csv"])
+    at = app("load", state={"load_points": 2})
+    assert at.number_input(key="load_requests").value == cli.requests
+    assert at.selectbox(key="length_kind").value == cli.lengths
+    assert at.number_input(key="acceptance_spread").value == default_acceptance_spread("eagle")

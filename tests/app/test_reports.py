@@ -44,9 +44,11 @@ def _edit(at, edited=None, added=None, deleted=None):
 def test_table_is_prefilled_from_the_scenario(app):
     at = app("reports", query={"batch_size": "32", "k": "4"})
     table = at.data_editor[0].value
+    # The baseline and the ROI page's K and batch (the Sizer's operating point, K=4 at
+    # batch 32 here too, is that row).
     assert table["method"].tolist() == ["none", "eagle"]
-    assert table["batch_size"].tolist() == [32, 32]
-    assert table["k"].tolist() == [0, 4]
+    assert table["batch_size"].tolist()[:2] == [32, 32]
+    assert table["k"].tolist()[:2] == [0, 4]
     # The chat x EAGLE prior (tau 2.94 at K=3), planned by position along the EAGLE decay.
     rates = [float(x) for x in table["acceptance_per_position"].iloc[1].split(";")]
     assert len(rates) == 16 and rates == sorted(rates, reverse=True)
@@ -134,9 +136,10 @@ def test_added_rows_and_an_emptied_table(app):
             }
         ],
     )
-    assert len(_results(at)) == 3
-    assert read_report_csv(at.session_state["report_csv"])["gpu"].iloc[2] == "l40s"
-    _edit(at, deleted=[0, 1])
+    # The scenario's three rows (baseline, ROI's K and batch, the Sizer's point), then it.
+    assert len(_results(at)) == 4
+    assert read_report_csv(at.session_state["report_csv"])["gpu"].iloc[3] == "l40s"
+    _edit(at, deleted=[0, 1, 2])
     assert any("table is empty" in i.value for i in at.info)
 
 
@@ -148,7 +151,7 @@ def test_summary_names_the_row_with_the_largest_saving_not_a_sum(app):
     at = app("reports")
     _edit(at, added=[{**at.data_editor[0].value.iloc[1].to_dict(), "k": 2, "batch_size": 4}])
     saving = _results(at)["saving $/month"].to_numpy(dtype=float)
-    assert len(saving) == 3 and (saving[1:] > 0).all()
+    assert len(saving) == 4 and (saving[1:] > 0).all()
     best = int(np.argmax(saving))
     text = _summary(at)
     assert f"row {best + 1} (eagle K=" in text
@@ -199,7 +202,7 @@ def test_edits_survive_a_visit_to_another_page(app):
     edited must still be there when they come back, and Reset must still reset it."""
     at = app("reports")
     added = {**at.data_editor[0].value.iloc[0].to_dict(), "batch_size": 5}
-    _edit(at, edited={1: {"batch_size": 7}}, added=[added])
+    _edit(at, edited={1: {"batch_size": 7}}, added=[added], deleted=[2])
     assert _results(at)["batch"].tolist() == [16, 7, 5]
     visit_and_return(at, "reports")
     table = at.data_editor[0].value  # the editor's starting table (AppTest shows no edits)
@@ -213,7 +216,7 @@ def test_edits_survive_a_visit_to_another_page(app):
     assert table["batch_size"].tolist() == [9, 7, 5]
     at.button(key="report_reset").click()
     at.run()
-    # Prefilled again: the scenario's two rows (and the Sizer's operating point, visited).
+    # Prefilled again: the scenario's two rows and the Sizer's operating point.
     table = at.data_editor[0].value
     assert table["batch_size"].tolist()[:2] == [16, 16]
     assert not {5, 7, 9} & set(table["batch_size"])
@@ -251,3 +254,90 @@ def test_the_results_grid_puts_the_decision_columns_first(app):
     first = list(results.columns[:11])
     for column in ("status", "speedup [x]", "saving $/month", "replicas", "$/month"):
         assert column in first, first
+
+
+def test_a_setup_that_cannot_run_gets_the_smallest_gpu_count_in_its_checklist(app):
+    """Issue 27: a setup that cannot run showed 'K = 1' and 'alpha 0.79 vs break-even
+    0.02' in its checklist and suggested no GPU count. 70B with EAGLE on one L4: no K or
+    alpha verdict, and the fewest L4s per replica (tensor parallel) that hold it."""
+    at = app("reports")
+    _edit(at, edited={1: {"gpu": "l4", "num_gpus": 1}})
+    at.selectbox(key="report_check_row").set_value(2).run()
+    edited = at.session_state["report_rows_edited"].iloc[1]
+    row = {c: v for c, v in edited.items() if c in INPUT_COLUMNS and pd.notna(v) and v != ""}
+    runs = [
+        n
+        for n in (2, 4, 8, 16)
+        if predict(pd.DataFrame([{**row, "gpu": "l4", "num_gpus": n}]))["status"].iloc[0] == "ok"
+    ]
+    text = " ".join(c.value for c in at.main.caption).replace("\\", "")
+    assert "alpha" not in text and "K = " not in text, text
+    assert f"{runs[0]} x NVIDIA L4 24GB per replica (tensor parallel {runs[0]}) hold it" in text
+
+
+def test_the_operating_point_row_comes_from_the_scenario_not_another_pages_state(app):
+    """Issue 27: Reports prefilled its third row from the Sizer's result left in the
+    session, so the same link gave another table after a visit to the Sizer. The row is
+    the Sizer's operating point for the scenario, found from the scenario itself."""
+    from simulator.sizer import size
+
+    fresh = app("reports").session_state["report_rows"]
+    choice = size(
+        {**fresh.iloc[1][["target", "method", "gpu", "num_gpus"]].to_dict(), **_sizer_base()},
+        k_max=8,
+        slo_tpot_ms=20.0,
+        demand_tok_s=2_000_000 * 256 / 86400,
+    ).choice
+    assert choice["k"] > 0
+    row = fresh.iloc[-1]
+    assert (int(row["k"]), int(row["batch_size"])) == (choice["k"], choice["batch_size"])
+    # What another page left in the session does not change the table.
+    stale = {"choice": {**choice, "k": 5, "batch_size": 7}}
+    left = app("reports", state={"sizer_result": stale}).session_state["report_rows"]
+    pd.testing.assert_frame_equal(left, fresh)
+    via_sizer = app("sizer")
+    via_sizer.switch_page("views/reports.py")
+    via_sizer.run()
+    pd.testing.assert_frame_equal(via_sizer.session_state["report_rows"], fresh)
+
+
+def _sizer_base() -> dict:
+    return {
+        "weight_dtype": "bf16",
+        "kv_dtype": "bf16",
+        "prompt_len": 1024,
+        "output_len": 256,
+        "acceptance_per_position": default_positions(),
+        "gpu_memory_utilization": 0.9,
+    }
+
+
+def test_replicas_and_cost_carry_the_validated_error_as_ranges(app):
+    """Issue 27: the table's replicas and $/month appeared exact. Each row carries them at
+    the model's median |error| in its batch's bucket, in the grid and in the CSV."""
+    from simulator.published import load_published, score
+    from simulator.uncertainty import get_money_range, get_speedup_error_by_batch
+
+    at = app("reports")
+    csv = read_report_csv(at.session_state["report_csv"])
+    scored = score(load_published("data/validation/published.csv"))
+    err = get_speedup_error_by_batch(csv["batch_size"].to_numpy(), scored)
+    r = get_money_range(
+        demand_tok_s=csv["demand_tok_s"].to_numpy(),
+        baseline_tok_s=csv["baseline_tok_s"].to_numpy(),
+        spec_tok_s=csv["spec_tok_s"].to_numpy(),
+        hourly_usd_per_gpu=csv["gpu_hourly_usd"].to_numpy(),
+        num_gpus=csv["num_gpus"].to_numpy(),
+        error=err,
+    )
+    spec = csv["method"] != "none"
+    np.testing.assert_allclose(csv.loc[spec, "speedup_error"], err[spec])
+    np.testing.assert_allclose(csv.loc[spec, "replicas_spec_high"], r.replicas_spec[0][spec])
+    np.testing.assert_allclose(csv.loc[spec, "replicas_spec_low"], r.replicas_spec[1][spec])
+    np.testing.assert_allclose(
+        csv.loc[spec, "monthly_cost_spec_high_usd"], r.monthly_cost_spec_usd[0][spec]
+    )
+    shown = _results(at)
+    i = int(np.flatnonzero(spec.to_numpy())[0])
+    lo, hi = int(r.replicas_spec[1][i]), int(r.replicas_spec[0][i])
+    assert shown["replicas ± error"].iloc[i] == (f"{lo}" if lo == hi else f"{lo}-{hi}")

@@ -309,3 +309,38 @@ def test_the_headline_speedup_carries_the_validated_error_as_a_range(app):
     text = " ".join(c.value for c in at.main.caption)
     assert f"{band['low']:.2f}-{band['high']:.2f}x" in text
     assert "replicas" in text.split(f"{band['low']:.2f}-{band['high']:.2f}x")[1]
+
+
+def _error_at(batch: int) -> float:
+    from simulator.published import load_published, score
+    from simulator.uncertainty import get_speedup_error_by_batch
+
+    path = "data/validation/published.csv"
+    return float(get_speedup_error_by_batch([batch], score(load_published(path)))[0])
+
+
+def test_replicas_cost_and_payback_carry_the_validated_error_as_ranges(app):
+    """Issue 27: replica counts, $/month and payback appeared exact. They carry the
+    model's median |error| against published measurements in the batch's bucket."""
+    from app.formatting import money
+    from simulator.uncertainty import get_money_range, get_payback_range
+
+    at = app("roi", query={"batch_size": "32"})
+    row = at.session_state["roi_row"]
+    err = _error_at(32)
+    r = get_money_range(
+        demand_tok_s=row["demand_tok_s"],
+        baseline_tok_s=row["baseline_tok_s"],
+        spec_tok_s=row["spec_tok_s"],
+        hourly_usd_per_gpu=row["gpu_hourly_usd"],
+        num_gpus=row["num_gpus"],
+        error=err,
+    )
+    text = " ".join(c.value for c in at.main.caption).replace("\\", "")
+    reps = sorted({int(x) for x in r.replicas_spec})
+    assert f"{'-'.join(map(str, reps))} replicas with speculation" in text, text
+    costs = sorted(float(x) for x in r.monthly_cost_spec_usd)
+    assert f"{money(costs[0])}-{money(costs[1])} a month" in text, text
+    lo, hi = get_payback_range(at.number_input(key="migration_usd").value, r.monthly_saving_usd)
+    assert f"payback {float(lo):.1f}-{float(hi):.1f} months" in text, text
+    assert f"±{err:.0%}" in text

@@ -150,7 +150,8 @@ def test_gpu_count_changes_capacity_as_predicted(app, gpus):
 
 
 def test_p99_sizing_counts_replicas_from_the_simulated_rate(app):
-    from simulator.serving import Lengths, max_rate_at_slo
+    from simulator.serve_defaults import acceptance_spread, default_lengths
+    from simulator.serving import max_rate_at_slo
 
     at = app("sizer", state={"size_on": "P99 at the SLO (request-level simulation)"})
     assert not at.exception
@@ -159,11 +160,12 @@ def test_p99_sizing_counts_replicas_from_the_simulated_rate(app):
     k = at.session_state["sizer_result"]["choice"]["k"]
     expected = max_rate_at_slo(
         {**BASE, "k": k, "batch_size": 1},
-        Lengths(1024, "lognormal", 0.5),
-        Lengths(256, "lognormal", 0.5),
+        default_lengths(1024),
+        default_lengths(256),
         speculative=True,
         slo_ttft_ms=2000.0,
         slo_tpot_ms=20.0,
+        acceptance_spread=acceptance_spread("eagle"),  # the Load page's and the CLI's
     )
     assert rates[True] == pytest.approx(expected, rel=1e-9)
     shown = {m.label: m.value for m in at.metric}
@@ -327,3 +329,58 @@ def test_the_largest_batch_under_the_slo_stops_at_the_engines_cap(app):
     largest = text.split("Largest batch meeting the SLO")[1].split(".")[0]
     assert "512" not in largest and str(DEFAULTS.max_num_seqs) in largest
     assert f"engine caps a replica at {DEFAULTS.max_num_seqs}" in text
+
+
+def test_a_k0_operating_point_launches_without_speculation(app):
+    """8B with a 1B draft on one H200 at 50 requests/s: the operating point is K = 0 at
+    batch 96 while the schedule speculates only below batch 65. The vLLM command loaded the
+    1B draft anyway (issue 27): the launch runs no speculation and says what the low-load
+    schedule would cost."""
+    query = {
+        "target": "llama-3.1-8b",
+        "method": "draft_model",
+        "gpu": "h200",
+        "num_gpus": "1",
+        "batch_size": "32",
+        "requests_per_day": "4320000",
+    }
+    at = app("sizer", query=query)
+    choice = at.session_state["sizer_result"]["choice"]
+    assert choice["k"] == 0
+    commands = [c.value for c in at.code]
+    vllm = next(c for c in commands if c.startswith("vllm serve"))
+    assert "--speculative-config" not in vllm and "Llama-3.2-1B" not in vllm
+    assert "draft_len_schedule" not in at.session_state["sizer_launch_config"]
+    text = " ".join(c.value for c in at.main.caption).replace("\\", "")
+    assert "K = 0 at the operating point" in text, text
+    assert "GiB" in text and "draft" in text
+
+
+def test_the_deployment_carries_the_validated_error_as_ranges(app):
+    """Issue 27: the Sizer's replicas and $/month appeared exact. At the model's error at
+    the operating point's batch they are ranges, and the verdict says where speculation
+    pays even at the low end."""
+    from app.formatting import money
+    from simulator.published import load_published, score
+    from simulator.uncertainty import get_money_range, get_speedup_error_by_batch
+
+    at = app("sizer")
+    choice = at.session_state["sizer_result"]["choice"]
+    base = at.session_state["sizer_result"]["baseline_choice"]
+    scored = score(load_published("data/validation/published.csv"))
+    err = float(get_speedup_error_by_batch([choice["batch_size"]], scored)[0])
+    r = get_money_range(
+        demand_tok_s=DEMAND,
+        baseline_tok_s=base["tok_s_per_replica"],
+        spec_tok_s=choice["tok_s_per_replica"],
+        hourly_usd_per_gpu=choice["monthly_cost_usd"] / choice["gpus"] / 730.0,
+        num_gpus=4,
+        error=err,
+    )
+    text = " ".join(c.value for c in at.main.caption).replace("\\", "")
+    reps = sorted({int(x) for x in r.replicas_spec})
+    costs = sorted(float(x) for x in r.monthly_cost_spec_usd)
+    assert f"±{err:.0%}" in text, text
+    assert f"{'-'.join(map(str, reps))} replicas" in text, text
+    assert f"{money(costs[0])}-{money(costs[1])} a month" in text or reps[0] == reps[-1], text
+    assert "even at the model's low end" in text, text

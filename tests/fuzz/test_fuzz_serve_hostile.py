@@ -93,22 +93,26 @@ def _serve(flags: dict[str, str], rows: list[int], lengths: tuple[int, int]):
         return None
     finally:
         serving.run_arms, serving.MAX_DECODE_ROUNDS = real, bound
-    check_served(out, lengths[1])
+    check_served(out, lengths[1], fixed=flags.get("--lengths") == "fixed")
     return out
 
 
-def check_served(out, output_len: int) -> None:
-    """Rows that ran pass `check_serving`; the others say why they could not run."""
+def check_served(out, output_len: int, fixed: bool = True) -> None:
+    """Rows that ran pass `check_serving`; the others say why they could not run.
+    `fixed`: every request has `output_len` tokens (else they spread around it)."""
     ran = out["status"] == "ok"
     assert out.loc[~ran, "status"].str.startswith("cannot run").all(), out["status"]
     out = out[ran].copy()
     if not len(out):
         return
-    if output_len == 1:
+    tpot = [c for c in out.columns if c.startswith("tpot_")]
+    if output_len == 1 and fixed:
         # One output token: no gap between tokens, so no TPOT.
-        tpot = [c for c in out.columns if c.startswith("tpot_")]
         assert out[tpot].isna().all().all(), out[tpot]
         out[tpot] = 0.0
+    elif output_len == 1:
+        # Spread lengths around 1: the requests drawn above 1 token have a TPOT, or none.
+        out[tpot] = out[tpot].fillna(0.0)
     check_serving(out)
 
 

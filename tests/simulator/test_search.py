@@ -239,6 +239,8 @@ def test_infeasible_space_names_the_closest():
         spec_dict(
             slo={"p99_tpot_ms": 5},
             candidates={"gpus": ["h100-sxm"], "tp": [1], "methods": ["none", LLAMA_EAGLE3]},
+            # Spread wide enough that EAGLE-3's P99 misses 5 ms (at its default, 0.03, it meets).
+            simulation={"acceptance_spread": 0.1},
         )
     )
     result = run_search(spec)
@@ -431,3 +433,19 @@ def test_keep_optimum_confirms_fewer_and_finds_the_same_optimum(space):
     assert len(cheap.table) < len(searched.table)
     assert cheap.optimum["id"] == brute[brute["optimum"]].iloc[0]["id"]
     assert any("dominated" in why for _, _, why in cheap.dropped)
+
+
+def test_the_acceptance_spread_defaults_to_the_methods_as_serve_and_the_dashboard():
+    """Issue 27: one acceptance-spread default (`simulator.spread`), not the search's 0.1."""
+    from simulator.spread import default_acceptance_spread
+
+    for given, expect in ((None, None), (0.2, 0.2)):
+        sim = {"requests": 80, "window": 2}
+        if given is not None:
+            sim["acceptance_spread"] = given
+        spec = parse_spec(spec_dict(simulation=sim))
+        arms = [s.spec for s in screen(spec, expand(spec)) if s.spec is not None]
+        for arm in arms[:6]:
+            method = str(dict(arm.scenario).get("method", "none"))
+            want = default_acceptance_spread(method) if expect is None else expect
+            assert _job(spec, arm).acceptance_spread == want, method

@@ -186,7 +186,7 @@ def test_serve_cli_writes_a_row_per_scenario_load_and_arm(tmp_path):
         (("--rate", "-1"), "--rate"),
         (("--concurrency", "0"), "--concurrency"),
         (("--rate", "1", "--acceptance-spread", "-0.1"), "--acceptance-spread"),
-        (("--rate", "1", "--length-spread", "0.3"), "--length-spread"),
+        (("--rate", "1", "--lengths", "fixed", "--length-spread", "0.3"), "--length-spread"),
         (("--rate", "1", "--lengths", "lognormal", "--length-spread", "1e300"), "--length-spread"),
         (("--rate", "1", "--lengths", "uniform", "--length-spread", "5"), "--length-spread"),
         (("--rate", "1", "--acceptance-spread", "1e300"), "--acceptance-spread"),
