@@ -2,7 +2,11 @@
 decoder's measured steps (`data/profiles/nvidia-h200/fused-reference.json`, built by
 `bench/reference_profile.py` from `data/step_reference/`). Calibrating with the profiler's
 old profile moved llama-3.1-8b EAGLE K=4, alpha 0.75, decode_only, batch 64 on h200 from
-0.99 to 1.86; an engine-grade profile must land within 10% of the uncalibrated model."""
+0.99 to 1.86; an engine-grade profile must land within 10% of the uncalibrated model, on
+every engine: on the kernel tables (the default engine, vllm, and sglang, trtllm) the profile
+scales the tables' decode step to what it measured and keeps their verify/decode ratio;
+before that, a profile sent every engine's row back to the roofline's fit, whose verify at
+batch 64 costs 2.7x the decode step where the tables say 1.4x (vllm EAGLE: 1.52 -> 0.96)."""
 
 from pathlib import Path
 
@@ -17,9 +21,7 @@ from simulator.step_gap import decode_gaps, flattery_warnings
 ROOT = Path(__file__).resolve().parents[2]
 FUSED = ROOT / "data" / "profiles" / "nvidia-h200" / "fused-reference.json"
 REFERENCE = ROOT / "data" / "step_reference" / "h200_decode_step_ms.csv"
-# Issue 25 states the harm against the datasheet model without a profile: engine "other".
 HARM = dict(
-    engine="other",
     target="llama-3.1-8b",
     gpu="h200",
     method="eagle",
@@ -35,13 +37,19 @@ def fused():
     return load_profile(FUSED)
 
 
+# Issue 25 states the harm against the datasheet model ("other"); the default engine (vllm)
+# and the other engines with kernel tables price the same row from those tables.
+ENGINES = {"default": {}, **{e: {"engine": e} for e in ("vllm", "sglang", "trtllm", "other")}}
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
 @pytest.mark.parametrize(
     "row",
     [HARM, {**HARM, "method": "draft_model", "draft": "llama-3.2-1b"}],
     ids=["eagle", "draft-1b"],
 )
-def test_engine_grade_profile_keeps_the_batch_64_speedup_within_10_percent(fused, row):
-    table = pd.DataFrame([row])
+def test_engine_grade_profile_keeps_the_batch_64_speedup_within_10_percent(fused, row, engine):
+    table = pd.DataFrame([{**row, **ENGINES[engine]}])
     plain = predict(table).iloc[0]["speedup"]
     calibrated = predict(table, calibration=Calibration.from_profiles([fused])).iloc[0]
     assert calibrated["latency_source"] != "roofline"
