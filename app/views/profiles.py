@@ -120,7 +120,8 @@ c1.selectbox(
     key=sim.CALIBRATE_KEY,
     persist_state="session",
     help="Scenarios on the profile's device then use its measured step times, and a "
-    "roofline fitted to it wherever it measured nothing.",
+    "roofline fitted to it wherever it measured nothing; on a GPU an engine's kernel tables "
+    "cover, the tables' steps scaled to what the profile measured.",
 )
 if store:
     c2.button("Forget uploaded profiles", key="forget_uploads", on_click=_forget_uploads)
@@ -132,7 +133,11 @@ if state.calibration is not None:
         ":material/tune: Calibrated: the forwards the profile timed (target decode and verify "
         "steps, a draft model's steps). Not calibrated: an EAGLE, Medusa or MTP head and the "
         "engine's host and sampler costs keep their uncalibrated prices. Each prediction's "
-        "latency source says which (`head:uncalibrated`)."
+        "latency source says which (`head:uncalibrated`). Where an engine's kernel tables "
+        "price the row, the profile scales the tables' steps by its measured/tables ratio "
+        "and a verify step it did not time keeps the engine's verify/decode ratio "
+        "(`target:profile verify:scaled head:kernels host:kernels "
+        "base:kernels:vllm-0.24.0/h200`)."
     )
 
 # ---------------------------------------------------------------------------- plot
