@@ -186,11 +186,14 @@ def _calibration(args):
 
 
 def _warn_slow_profiles(profiles: dict, devices: dict[str, str]) -> None:
-    """Say so when a profile's decode step is far slower than engines reach on its GPU."""
-    from simulator.step_gap import flattery_warnings
+    """Say so when a profile's decode step is far slower than engines reach on its GPU, or
+    its verify/decode ratio far from the engine's."""
+    from simulator.step_gap import flattery_warnings, verify_warnings
 
     for path, profile in profiles.items():
         for line in flattery_warnings(profile, devices[path]):
+            _log(f"warning: profile {path}: {line}")
+        for line in verify_warnings(profile, devices[path]):
             _log(f"warning: profile {path}: {line}")
 
 

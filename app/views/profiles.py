@@ -11,7 +11,7 @@ from app import engine_imports, figures, library_ui, sim, widgets
 from simulator.calibration import summary
 from simulator.errors import InputError
 from simulator.profile import MAX_PROFILE_BYTES
-from simulator.step_gap import copy_fraction_lines, flattery_warnings
+from simulator.step_gap import copy_fraction_lines, flattery_warnings, verify_warnings
 
 MAX_UPLOAD_MB = MAX_PROFILE_BYTES // (1024 * 1024)
 
@@ -101,7 +101,7 @@ if rows:
 for label, (p, _) in parsed.items():
     for line in copy_fraction_lines(p):
         st.caption(f":material/speed: {widgets.plain(label)}: {widgets.plain(line)}")
-    for line in flattery_warnings(p):
+    for line in flattery_warnings(p) + verify_warnings(p):
         st.warning(f"{widgets.plain(label)}: {widgets.plain(line)}", icon=":material/warning:")
 
 

@@ -32,7 +32,7 @@ def _decode_ms(b: int, c: int) -> float:
     return 9.0 + 0.05 * b + 0.002 * c
 
 
-def _profile(verify_ratio: float | None) -> Calibration:
+def _raw_profile(verify_ratio: float | None):
     """An H200 profile of llama-3.1-8b: decode steps on the grid, and where `verify_ratio`
     is given, forwards of 5 tokens (K = 4) costing that many decode steps."""
     queries = (1,) if verify_ratio is None else (1, 5)
@@ -47,7 +47,7 @@ def _profile(verify_ratio: float | None) -> Calibration:
     model = dict(id="llama-3.1-8b", architecture={}, layers_run=[32], num_layers=32)
     model |= dict(extrapolated=False, weight_bytes=16060522496, kv_bytes_per_token=131072)
     model |= dict(kv_bytes_per_token_formula=131072)
-    profile = profile_from_dict(
+    return profile_from_dict(
         {
             "schema": SCHEMA,
             "created": "2026-12-04T12:00:00+00:00",
@@ -58,7 +58,10 @@ def _profile(verify_ratio: float | None) -> Calibration:
             "measurements": rows,
         }
     )
-    return Calibration.from_profiles([profile])
+
+
+def _profile(verify_ratio: float | None) -> Calibration:
+    return Calibration.from_profiles([_raw_profile(verify_ratio)])
 
 
 def _both(row: dict, cal: Calibration):
@@ -118,3 +121,14 @@ def test_a_model_or_tp_the_profile_did_not_measure_keeps_the_tables():
         plain, calibrated = _both(row, cal)
         assert calibrated["latency_source"] == plain["latency_source"]
         assert calibrated["speedup"] == pytest.approx(plain["speedup"], rel=1e-12)
+
+
+def test_verify_forwards_far_from_the_engines_ratio_are_named():
+    from simulator.step_gap import verify_gaps, verify_warnings
+
+    decode_only = _raw_profile(None)
+    assert verify_gaps(decode_only) == [] and verify_warnings(decode_only) == []
+    costly, cheap = _raw_profile(3.0), _raw_profile(0.9)
+    assert all(g.engine == "kernels:vllm-0.24.0/h200" for g in verify_gaps(costly))
+    assert "understate speculation" in verify_warnings(costly)[0]
+    assert "overstate speculation" in verify_warnings(cheap)[0]

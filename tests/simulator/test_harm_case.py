@@ -103,3 +103,22 @@ def test_predict_with_a_slow_profile_warns_on_stderr(tmp_path, capsys):
         assert "flatter" not in captured.out
         if warned:
             assert lines[0].startswith(f"warning: profile {old}: llama-3.1-8b: ")
+
+
+def test_the_reference_profiles_verify_forwards_draw_the_verify_warning(fused, tmp_path, capsys):
+    """The fused reference timed verify forwards at 3.65x its decode step at batch 64
+    (8B, 4 tokens, context 2048) where vLLM's tables give 1.24x; a row at that very point
+    is priced from the profile's verify, so the profile says so on the page and on stderr."""
+    from simulator.__main__ import main
+    from simulator.step_gap import verify_warnings
+
+    lines = verify_warnings(fused)
+    assert [x.split(":")[0] for x in lines] == ["llama-3.1-8b", "llama-3.2-1b"]
+    assert "at batch 64, context 2048 costs 3.65x its decode step" in lines[0]
+    assert all("understate speculation" in x for x in lines)
+    src, out = tmp_path / "s.csv", tmp_path / "p.csv"
+    pd.DataFrame([HARM]).to_csv(src, index=False)
+    capsys.readouterr()
+    assert main(["predict", "--in", str(src), "--out", str(out), "--profile", str(FUSED)]) == 0
+    err = capsys.readouterr().err
+    assert sum("understate speculation" in x for x in err.splitlines()) == 2
