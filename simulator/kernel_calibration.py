@@ -74,7 +74,8 @@ def _ratio_grid(grid: _Grid, plan, group: int, model: str) -> np.ndarray:
     one = replace(plan, n=m, group=np.full(m, group), covered=np.ones(m, dtype=bool))
     tables = kernel_source.forward_ms(one, model, grid.batch[ib], grid.query[iq], grid.context[ic])
     ratio = np.full(grid.ms.shape, np.nan)
-    ratio[ib, iq, ic] = grid.ms[ib, iq, ic] / tables
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio[ib, iq, ic] = np.where(tables > 0, grid.ms[ib, iq, ic] / tables, np.nan)
     return ratio
 
 
