@@ -203,6 +203,13 @@ def _warn_unused_profiles(used: bool, asked: set[str], devices: dict[str, str], 
         return
     rows = ", ".join(sorted(asked))
     for path, device in devices.items():
+        if device in asked:  # a GPU with kernel tables: they price the models it did not time
+            _log(
+                f"warning: profile {path} (device '{device}') times none of these rows' "
+                "models or setups (one GPU, its weight dtype); they keep the engine's kernel "
+                "tables"
+            )
+            continue
         fix = "" if args.profile_gpu else "pass --profile-gpu or "
         _log(
             f"warning: profile {path} (device '{device}') matches no row; rows use gpu "

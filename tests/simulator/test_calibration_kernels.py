@@ -132,3 +132,18 @@ def test_verify_forwards_far_from_the_engines_ratio_are_named():
     assert all(g.engine == "kernels:vllm-0.24.0/h200" for g in verify_gaps(costly))
     assert "understate speculation" in verify_warnings(costly)[0]
     assert "overstate speculation" in verify_warnings(cheap)[0]
+
+
+def test_the_cli_says_when_a_profile_of_the_rows_gpu_times_none_of_their_models(tmp_path, capsys):
+    from pathlib import Path
+
+    from simulator.__main__ import main
+
+    fused = Path(__file__).resolve().parents[2] / "data/profiles/nvidia-h200/fused-reference.json"
+    src, out = tmp_path / "s.csv", tmp_path / "p.csv"
+    pd.DataFrame([{**ROW, "target": "qwen3-32b"}]).to_csv(src, index=False)
+    capsys.readouterr()
+    assert main(["predict", "--in", str(src), "--out", str(out), "--profile", str(fused)]) == 0
+    err = capsys.readouterr().err
+    assert "times none of these rows' models" in err and "set gpu to" not in err
+    assert pd.read_csv(out)["latency_source"].iloc[0].startswith("kernels:")
