@@ -52,6 +52,7 @@ def render() -> None:
     )
     errors = _scored(not roofline)
     tables = serving_runs.summarise(errors)
+    st.caption(serving_runs.excluded_note(errors))
     overall = tables.pop("overall").iloc[0]
     c1, c2, c3 = st.columns(3)
     c1.metric("runs", int(overall["runs"]))

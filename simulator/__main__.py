@@ -444,7 +444,7 @@ def _validate_serving(args) -> int:
         raise InputError("holds no run this model can price", file=str(path))
     errors = serving_runs.score(runs, gpus=gpus, models=models, kernels=not args.roofline)
     _write_table(errors, args.out)
-    print(serving_runs.format_summary(serving_runs.summarise(errors)))
+    print(serving_runs.format_summary(serving_runs.summarise(errors), errors))
     print(f"wrote {len(errors)} scored runs to {args.out}", file=sys.stderr)
     return 0
 

@@ -1,10 +1,11 @@
-"""The kernel tables' hook in the step-times stage: where an engine's measured kernel
-tables (`simulator.kernels.source`) cover a row, they price its step (device times from
-the tables, host costs the engine's) in place of the roofline or a profile.
+"""The kernel tables as a step-time source: where an engine's measured kernel tables
+(`simulator.kernels.source`) cover a row, they price its step (device times from the
+tables, host costs the engine's) in place of the roofline or a profile.
 
-A `step_times.StepTimes` provider carries the piece's `kernel_plan` (None: no row of the
-piece has tables); `stages.get_steps` and `stages.get_break_even` call the two functions
-here when it has one. Units: ms; tokens.
+`KernelStepTimes` is the `step_times.StepTimes` provider (`step_times.step_times_for`
+wraps the roofline or a profile in it when `get_plan` finds tables for a piece's rows);
+`get_kernel_steps` and `get_kernel_prefill_per_tau` are its whole-step prices.
+Units: ms; tokens.
 """
 
 from __future__ import annotations
@@ -167,3 +168,36 @@ def get_kernel_prefill_per_tau(p, times, one, per_tau):
     plan = times.kernel_plan
     kernel = kernel_source.spec_prefill_ms(plan, p.method_name, one, p.prompt)
     return np.where(plan.covered, kernel, per_tau)
+
+
+class KernelStepTimes:
+    """A `step_times.StepTimes` provider: the kernel tables' whole steps on the rows
+    `kernel_plan` covers, the wrapped source (`inner`, the roofline or a profile) for
+    everything else: its forwards, hardware, overheads and labels, and every attribute it
+    has (a profile's calibration, read by name, stays reachable through this one)."""
+
+    def __init__(self, inner, kernel_plan) -> None:
+        self.inner = inner
+        self.kernel_plan = kernel_plan
+
+    def __getattr__(self, name):
+        if name == "inner":  # not yet set (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def forward_ms(self, model, batch, query, context):
+        return self.inner.forward_ms(model, batch, query, context)
+
+    def draft_round_ms(self, batch, k, context, source):
+        return self.inner.draft_round_ms(batch, k, context, source)
+
+    def latency_source(self, target, verify, draft, head):
+        return self.inner.latency_source(target, verify, draft, head)
+
+    def price_steps(self, p, steps, b_base, b_spec):
+        steps = self.inner.price_steps(p, steps, b_base, b_spec)
+        return get_kernel_steps(p, self, steps, b_base, b_spec)
+
+    def prefill_per_tau(self, p, one, per_tau):
+        per_tau = self.inner.prefill_per_tau(p, one, per_tau)
+        return get_kernel_prefill_per_tau(p, self, one, per_tau)

@@ -13,6 +13,16 @@ row per run with the errors; `summarise` groups them.
 The measured TTFT includes queueing behind the other requests' prefill and decode
 steps; the predicted TTFT is one prompt's prefill alone, so its error is expected to be
 negative and grows with concurrency.
+
+**Runs left out of the summary: the prefill floor.** At concurrency C a run completes C
+requests per request lifetime (TTFT + (OSL - 1) * TPOT, as measured), so in that time the
+engine must prefill C prompts. `score` prices that work from the engine's own kernel tables
+at a full chunk's per-token cost (the cheapest a prompt token gets; device time only, no
+host cost) and marks a run `excluded` when it exceeds the measured lifetime: those prompts
+were not all computed (prefix-cache hits) or the TPOT left the prefill steps out, and the
+run does not measure what `serving = steady` prices. The rule reads the data alone, the
+same under kernel or roofline pricing; the summary states how many runs it left out and
+from which groups.
 """
 
 from __future__ import annotations
@@ -117,32 +127,41 @@ def score(runs: pd.DataFrame, *, gpus=None, models=None, kernels: bool = True) -
     out = predict(scen, gpus=gpus, models=models, break_even=False, kernels=kernels)
     res = runs.copy()
     res["predicted_tpot_ms"] = out["baseline_tpot_ms"].to_numpy()
-    res["predicted_ttft_ms"] = _ttft_ms(runs, out, kernels)
+    res["predicted_ttft_ms"], floor = _ttft_ms(runs, kernels)
+    res["prefill_floor_ms"] = floor
     res["latency_source"] = out["latency_source"].astype(str).to_numpy()
     res["status"] = out["status"].astype(str).to_numpy()
     res["tpot_error"] = res["predicted_tpot_ms"] / res["measured_tpot_ms"] - 1.0
     res["ttft_error"] = res["predicted_ttft_ms"] / res["measured_ttft_ms"] - 1.0
+    lifetime = res["measured_ttft_ms"] + (res["output_len"] - 1) * res["measured_tpot_ms"]
+    res["excluded"] = np.where(
+        res["prefill_floor_ms"] > lifetime, "below the prefill floor (prompts not computed)", ""
+    )
     return res
 
 
-def _ttft_ms(runs: pd.DataFrame, out: pd.DataFrame, kernels: bool) -> np.ndarray:
-    """One prompt's prefill alone (a forward of `prompt_len` tokens) plus one host step."""
+def _ttft_ms(runs: pd.DataFrame, kernels: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per run: the predicted TTFT, one prompt's prefill alone (a forward of `prompt_len`
+    tokens) plus one host step (NaN when not `kernels`); and the prefill floor, the device
+    ms of the run's `batch_size` prompts at a full chunk's per-token cost (NaN where the
+    engine has no tables). Both from the engine's kernel tables."""
     from simulator.catalog import default_models
     from simulator.kernels.engines import ENGINE_HOST
     from simulator.kernels.source import get_surface, shape_of
 
     models = default_models()
     ttft = np.full(len(runs), np.nan)
-    if not kernels:
-        return ttft
+    floor = np.full(len(runs), np.nan)
     keys = ["target", "gpu", "engine", "num_gpus", "prompt_len"]
     for (t, g, e, tp, p), idx in runs.groupby(keys).indices.items():
         s = get_surface(shape_of(models.get(t)), g, e, "", "fp8", "fp8", int(tp))
         if s is None:
             continue
-        ms = float(s.prefill_ms(p, p) + s.at_m(s.lm_head_ms, 1.0))
-        ttft[idx] = ms + ENGINE_HOST[e].step_ms
-    return ttft
+        prefill = float(s.prefill_ms(p, p))
+        floor[idx] = runs["batch_size"].to_numpy(float)[idx] * prefill
+        if kernels:
+            ttft[idx] = prefill + float(s.at_m(s.lm_head_ms, 1.0)) + ENGINE_HOST[e].step_ms
+    return ttft, floor
 
 
 def _bucket(batch) -> np.ndarray:
@@ -167,8 +186,10 @@ def _stats(errors: pd.DataFrame, key) -> pd.DataFrame:
 
 def summarise(errors: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Median |error| and signed median of TPOT (and |error| of TTFT): overall, by engine,
-    GPU, model, concurrency bucket, and by (model, GPU, engine)."""
-    e = errors[np.isfinite(errors["tpot_error"])].assign(
+    GPU, model, concurrency bucket, and by (model, GPU, engine), over the runs not
+    `excluded` (the prefill floor, module docstring)."""
+    kept = errors["excluded"] == "" if "excluded" in errors else True
+    e = errors[np.isfinite(errors["tpot_error"]) & kept].assign(
         concurrency=lambda d: _bucket(d["batch_size"]), all="all"
     )
     return {
@@ -181,12 +202,28 @@ def summarise(errors: pd.DataFrame) -> dict[str, pd.DataFrame]:
     }
 
 
-def format_summary(tables_by: dict[str, pd.DataFrame]) -> str:
-    """The summary as text tables (percentages)."""
+def excluded_note(errors: pd.DataFrame) -> str:
+    """How many runs the prefill floor left out, and from which (model, GPU, engine)."""
+    out = errors[errors["excluded"] != ""]
+    if out.empty:
+        return "no run left out by the prefill floor"
+    groups = out.groupby(["target", "gpu", "engine"]).size()
+    named = ", ".join(f"{t} {g} {e}: {n}" for (t, g, e), n in groups.items())
+    return (
+        f"{len(out)} of {len(errors)} runs left out: below the prefill floor (the engine's "
+        "own kernels need longer to prefill the run's concurrent prompts than a request's "
+        f"measured lifetime, TTFT + (OSL - 1) * TPOT; prompts not computed) ({named})"
+    )
+
+
+def format_summary(tables_by: dict[str, pd.DataFrame], errors=None) -> str:
+    """The summary as text tables (percentages); with `errors`, the runs left out."""
     parts = [
         "TPOT and TTFT against measured serving runs (measured TTFT includes queueing; "
         "the predicted TTFT is the prompt's prefill alone)"
     ]
+    if errors is not None and "excluded" in errors:
+        parts.append(excluded_note(errors))
     for name, df in tables_by.items():
         shown = df.copy()
         for c in ("tpot_median_abs", "tpot_signed", "ttft_median_abs"):

@@ -25,7 +25,7 @@ from functools import cached_property
 
 import numpy as np
 
-from simulator import acceptance, drafts, economics, kernel_steps, memory, steady
+from simulator import acceptance, drafts, economics, memory, steady
 from simulator.catalog import method_decays
 from simulator.defaults import ModelDefaults
 from simulator.latency import Hardware, ModelArrays, get_kv_share_per_gpu
@@ -408,9 +408,7 @@ def get_steps(p: Piece, tau, times: StepTimes, b_base, b_spec) -> Steps:
         spec=spec_step,
         source=source,
     )
-    if times.kernel_plan is not None:  # the kernel tables price the rows they cover
-        return kernel_steps.get_kernel_steps(p, times, steps, b_base, b_spec)
-    return steps
+    return times.price_steps(p, steps, b_base, b_spec)
 
 
 @dataclass(frozen=True)
@@ -534,8 +532,7 @@ def get_break_even(p: Piece, times: StepTimes, steps: Steps, tau, b_base, b_spec
     one = np.broadcast_to(one, (p.n,))
     at_two, at_one = get_spec_prefill_ms(p, times, np.stack((2.0 * one, one)), times.defaults)
     per_tau = at_two - at_one
-    if times.kernel_plan is not None:  # the kernel tables' prefill is linear in the tokens
-        per_tau = kernel_steps.get_kernel_prefill_per_tau(p, times, one, per_tau)
+    per_tau = times.prefill_per_tau(p, one, per_tau)
     return break_even_alpha(
         True, steps.spec, tau, per_tau, steps.base, b_base, b_spec, p.k, p.open_loop
     )

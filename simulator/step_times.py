@@ -14,13 +14,16 @@ Sources today:
   profile's measurements where they cover the point, its fit of the device elsewhere, the
   roofline on GPUs it did not measure; a draft model's in-loop times per round.
 
-- An engine's kernel tables (`simulator.kernel_steps`): a provider carries their plan
-  (`kernel_plan`), and the step-times stage prices the rows it covers from the tables
-  (whole steps: forwards, prefill and the engine's host costs), after the source above.
+- `KernelStepTimes` (`simulator.kernel_steps`): an engine's measured kernel tables. It
+  prices whole steps (forwards, prefill and the engine's host costs) on the rows its plan
+  covers (`price_steps`, `prefill_per_tau`) and answers everything else from the source
+  it wraps (one of the two above).
 
 A new source of forward times is one module with a class that implements
 `StepTimes` (most simply a subclass of `RooflineStepTimes` that overrides `forward_ms` and
-falls back to it where its tables do not reach) and one line in `step_times_for`.
+falls back to it where its tables do not reach; a source that prices whole steps overrides
+`price_steps` and `prefill_per_tau` as `KernelStepTimes` does) and one line in
+`step_times_for`.
 Units: ms; batch and query in tokens per sequence; context in tokens.
 """
 
@@ -74,9 +77,6 @@ class StepTimes(Protocol):
     the sampler's passes, a head's prefill)."""
     host_shift_ms: np.ndarray | float
     """An engine's fitted host cost per step less the default (`profiler import`), ms."""
-    kernel_plan: object
-    """The kernel tables' plan of the piece's rows (`simulator.kernels.source`), or None:
-    where it covers a row, `simulator.kernel_steps` replaces the step's times."""
     defaults: ModelDefaults
     """The engine terms and efficiencies the rest of the step is priced with."""
 
@@ -93,18 +93,28 @@ class StepTimes(Protocol):
         """Per row, the label of where the target, verify and draft steps came from
         (None: the roofline for every row); `head`: the piece drafts with a head."""
 
+    def price_steps(self, p, steps, b_base, b_spec):
+        """`steps` (a `stages.Steps` built from this source's forwards, the roofline's
+        prefill and the default host costs) with whatever this source prices as whole
+        steps; `p` the piece, `b_base`/`b_spec` the batches. Forward-only sources return
+        `steps` as it is."""
+
+    def prefill_per_tau(self, p, one, per_tau):
+        """The prefill ms per unit of tau a speculative step carries (break-even), where
+        this source prices prefill itself; `one` the prefill tokens per step at tau = 1,
+        `per_tau` the roofline's figure (returned as it is by forward-only sources)."""
+
 
 class RooflineStepTimes:
     """Forward times from the datasheet roofline (`simulator.latency.get_model_step_ms`)."""
 
-    def __init__(self, fw: Forwards, defaults: ModelDefaults, kernel_plan=None) -> None:
+    def __init__(self, fw: Forwards, defaults: ModelDefaults) -> None:
         self.fw = fw
         self.defaults = defaults
         self.hardware = fw.hardware
         self.draft_hardware = fw.hardware
         self.raw_hardware = fw.hardware
         self.host_shift_ms = 0.0
-        self.kernel_plan = kernel_plan
         self.overhead_ms = {
             TARGET: defaults.forward_overhead_ms,
             DRAFT: defaults.draft_forward_overhead_ms,
@@ -138,14 +148,20 @@ class RooflineStepTimes:
     def latency_source(self, target, verify, draft, head):
         return None
 
+    def price_steps(self, p, steps, b_base, b_spec):
+        return steps
+
+    def prefill_per_tau(self, p, one, per_tau):
+        return per_tau
+
 
 class ProfiledStepTimes(RooflineStepTimes):
     """Forward times from a measured profile where it covers the row: measured or
     interpolated points, else the roofline fitted to the profiled device ("fitted"),
     else the datasheet roofline ("")."""
 
-    def __init__(self, fw: Forwards, defaults: ModelDefaults, calibration, kernel_plan=None):
-        super().__init__(fw, defaults, kernel_plan)
+    def __init__(self, fw: Forwards, defaults: ModelDefaults, calibration):
+        super().__init__(fw, defaults)
         self.cal = calibration
         full = (fw.n,)
         hw = fw.hardware
@@ -213,8 +229,16 @@ def step_times_for(
     fw: Forwards, defaults: ModelDefaults, calibration=None, kernel_plan=None
 ) -> StepTimes:
     """The source of a piece's forward times: a profile's where one is given (it falls
-    back to the roofline row by row), the roofline otherwise; `kernel_plan` the kernel
-    tables' plan (`simulator.kernel_steps`), which prices the rows it covers."""
-    if calibration is not None:
-        return ProfiledStepTimes(fw, defaults, calibration, kernel_plan)
-    return RooflineStepTimes(fw, defaults, kernel_plan)
+    back to the roofline row by row), the roofline otherwise; wrapped by the engine's
+    kernel tables (`kernel_steps.KernelStepTimes`) when `kernel_plan`, their plan of the
+    piece's rows (`kernel_steps.get_plan`), covers any row."""
+    times = (
+        RooflineStepTimes(fw, defaults)
+        if calibration is None
+        else ProfiledStepTimes(fw, defaults, calibration)
+    )
+    if kernel_plan is not None:
+        from simulator.kernel_steps import KernelStepTimes
+
+        return KernelStepTimes(times, kernel_plan)
+    return times

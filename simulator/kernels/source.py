@@ -7,6 +7,7 @@ roofline: their entries are NaN here and `KernelPlan.labels` says "roofline".
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,18 +41,11 @@ feature] 2H->H, EAGLE-3's three target layers 3H->H, MTP's eh_proj 2H->H."""
 
 
 def shape_of(spec: ModelSpec | None) -> Shape | None:
-    """The dense decoder shape of a model, None for MoE and MLA models (no tables here)."""
+    """The dense decoder shape of a model, None for MoE and MLA models (no tables here):
+    the spec's fields that `Shape` declares, read by name."""
     if spec is None or spec.is_moe or spec.is_mla:
         return None
-    return Shape(
-        num_layers=spec.num_layers,
-        hidden_size=spec.hidden_size,
-        num_attention_heads=spec.num_attention_heads,
-        num_kv_heads=spec.num_kv_heads,
-        head_dim=spec.head_dim,
-        intermediate_size=spec.intermediate_size,
-        vocab_size=spec.vocab_size,
-    )
+    return Shape(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(Shape)})
 
 
 @functools.lru_cache(maxsize=512)

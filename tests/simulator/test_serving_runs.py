@@ -79,3 +79,25 @@ def test_the_bundled_runs_are_read_from_the_installed_package():
     runs = serving_runs.load_runs(serving_runs.bundled_runs_path(), default_models())
     assert len(runs) == 559
     assert set(runs["engine"]) == {"vllm", "sglang", "trtllm"}
+
+
+def test_a_run_too_short_to_have_prefilled_its_prompts_is_left_out_of_the_summary(tmp_path):
+    # 64 prompts of 8000 tokens take seconds of Llama-3.1-8B prefill on one H200 by the
+    # engine's own kernel tables; this run claims each request lived 50 + 99 * 5 ms.
+    short = {**RUN, "batch_size": 64, "isl": 8000, "osl": 100, "silicon_ttft_ms": 50.0}
+    short["silicon_tpot_ms"] = 5.0
+    runs = serving_runs.load_runs(_csv(tmp_path, [RUN, short]), default_models())
+    errors = serving_runs.score(runs)
+    floor = errors["prefill_floor_ms"]
+    lifetime = errors["measured_ttft_ms"] + (errors["output_len"] - 1) * errors["measured_tpot_ms"]
+    assert floor.iloc[1] > lifetime.iloc[1] and floor.iloc[0] < lifetime.iloc[0]
+    assert errors["excluded"].tolist()[0] == ""
+    assert "prefill floor" in errors["excluded"].tolist()[1]
+    tables = serving_runs.summarise(errors)
+    assert int(tables["overall"]["runs"].iloc[0]) == 1
+    text = serving_runs.format_summary(tables, errors)
+    assert "1 of 2 runs left out" in text
+    # The roofline's pricing leaves out the same runs: the rule reads the data, not the model.
+    assert (
+        serving_runs.score(runs, kernels=False)["excluded"].tolist() == errors["excluded"].tolist()
+    )

@@ -15,6 +15,7 @@ from simulator.step_times import (
     TARGET,
     Forwards,
     RooflineStepTimes,
+    step_times_for,
 )
 
 GIB = 2.0**30
@@ -159,7 +160,35 @@ def test_roofline_source_is_the_roofline():
     )
     assert ms == pytest.approx(want) and source is None
     assert times.latency_source(None, None, None, False) is None
-    assert times.kernel_plan is None and times.host_shift_ms == 0.0
+    assert times.host_shift_ms == 0.0
+    steps = object()
+    assert times.price_steps(p, steps, 4.0, 4.0) is steps
+    assert times.prefill_per_tau(p, 1.0, 0.25) == 0.25
+
+
+def test_a_source_that_prices_whole_steps_is_one_class_the_stages_do_not_name():
+    import dataclasses
+    import inspect
+
+    from simulator.kernel_steps import KernelStepTimes
+
+    class FlatSteps(type(fixed_times(piece()))):
+        def price_steps(self, p, steps, b_base, b_spec):
+            return dataclasses.replace(steps, base=np.array([7.0]), spec=np.array([9.0]))
+
+    p = piece("draft_model", k=np.array([3.0]), verify=np.array([4.0]))
+    fw = fixed_times(p).fw
+    s = stages.get_steps(p, np.array([2.5]), FlatSteps(fw, DEFAULTS), 4.0, 4.0)
+    assert (s.base, s.spec) == (pytest.approx([7.0]), pytest.approx([9.0]))
+    assert s.draft == pytest.approx([6.0])  # the forwards still come from the source
+    assert "kernel" not in inspect.getsource(stages).lower()
+    # The kernel tables are such a source: step_times_for wraps the roofline or a profile.
+    wrapped = step_times_for(fw, DEFAULTS, None, kernel_plan="a plan")
+    assert isinstance(wrapped, KernelStepTimes) and wrapped.kernel_plan == "a plan"
+    assert wrapped.forward_ms(TARGET, 4.0, 1.0, 200.0)[0] == pytest.approx(
+        RooflineStepTimes(fw, DEFAULTS).forward_ms(TARGET, 4.0, 1.0, 200.0)[0]
+    )
+    assert wrapped.hardware is fw.hardware and wrapped.defaults is DEFAULTS
 
 
 def test_economics_by_hand():
