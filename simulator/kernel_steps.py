@@ -1,6 +1,7 @@
 """The kernel tables as a step-time source: where an engine's measured kernel tables
 (`simulator.kernels.source`) cover a row, they price its step (device times from the
-tables, host costs the engine's) in place of the roofline or a profile.
+tables, host costs the engine's) in place of the roofline; a profile of the row's GPU
+scales the tables' forwards it measured (`simulator.kernel_calibration`).
 
 `KernelStepTimes` is the `step_times.StepTimes` provider (`step_times.step_times_for`
 wraps the roofline or a profile in it when `get_plan` finds tables for a piece's rows);
