@@ -969,7 +969,8 @@ def calibration_note() -> None:
     elif gpu in devices:
         st.sidebar.caption(
             f":material/speed: Calibrated by **{label}** (device: {shown}): this "
-            f"scenario's {plain(gpu)} uses its measured step times."
+            f"scenario's {plain(gpu)} uses its measured step times for the models it "
+            "timed (the latency source says which parts)."
         )
     else:
         st.sidebar.caption(

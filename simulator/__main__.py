@@ -186,11 +186,14 @@ def _calibration(args):
 
 
 def _warn_slow_profiles(profiles: dict, devices: dict[str, str]) -> None:
-    """Say so when a profile's decode step is far slower than engines reach on its GPU."""
-    from simulator.step_gap import flattery_warnings
+    """Say so when a profile's decode step is far slower than engines reach on its GPU, or
+    its verify/decode ratio far from the engine's."""
+    from simulator.step_gap import flattery_warnings, verify_warnings
 
     for path, profile in profiles.items():
         for line in flattery_warnings(profile, devices[path]):
+            _log(f"warning: profile {path}: {line}")
+        for line in verify_warnings(profile, devices[path]):
             _log(f"warning: profile {path}: {line}")
 
 
@@ -200,6 +203,13 @@ def _warn_unused_profiles(used: bool, asked: set[str], devices: dict[str, str], 
         return
     rows = ", ".join(sorted(asked))
     for path, device in devices.items():
+        if device in asked:  # a GPU with kernel tables: they price the models it did not time
+            _log(
+                f"warning: profile {path} (device '{device}') times none of these rows' "
+                "models or setups (one GPU, its weight dtype); they keep the engine's kernel "
+                "tables"
+            )
+            continue
         fix = "" if args.profile_gpu else "pass --profile-gpu or "
         _log(
             f"warning: profile {path} (device '{device}') matches no row; rows use gpu "

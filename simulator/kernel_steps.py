@@ -1,6 +1,7 @@
 """The kernel tables as a step-time source: where an engine's measured kernel tables
 (`simulator.kernels.source`) cover a row, they price its step (device times from the
-tables, host costs the engine's) in place of the roofline or a profile.
+tables, host costs the engine's) in place of the roofline; a profile of the row's GPU
+scales the tables' forwards it measured (`simulator.kernel_calibration`).
 
 `KernelStepTimes` is the `step_times.StepTimes` provider (`step_times.step_times_for`
 wraps the roofline or a profile in it when `get_plan` finds tables for a piece's rows);
@@ -14,7 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from simulator import steady
+from simulator import kernel_calibration, steady
 
 
 def get_plan(sc, codes, catalog, n, num_gpus, is_draft):
@@ -53,10 +54,12 @@ def get_plan(sc, codes, catalog, n, num_gpus, is_draft):
 
 
 def without_profiled(plan, gpu_ids, calibration):
-    """`plan` less the rows on a profiled device: those keep their profile."""
+    """`plan` less the rows on a device the calibration prices on the roofline: a device
+    outside the catalog, and a GPU with an imported engine's host cost. A measured profile
+    of a GPU with tables scales the tables' times instead (`kernel_calibration`)."""
     # An imported engine's host cost was fitted on the roofline's prices
-    # (profiler.imports.fit): its GPU stays on the roofline too.
-    profiled = np.isin(gpu_ids, [*calibration.gpus, *calibration.fits, *calibration.engine_steps])
+    # (profiler.imports.fit): its GPU stays on the roofline.
+    profiled = np.isin(gpu_ids, [*calibration.gpus, *calibration.engine_steps])
     plan = replace(plan, covered=plan.covered & ~profiled)
     return replace(plan, group=np.where(plan.covered, plan.group, -1))
 
@@ -69,6 +72,16 @@ def merged_labels(plan, labels):
     codes, names = plan.labels
     kernel = np.asarray(names, dtype=object)[codes]
     return np.where(plan.covered, kernel, labels)
+
+
+def calibrated_labels(labels, scale):
+    """`labels` with a profile's labels where it scaled the tables' times."""
+    if scale is None:
+        return labels
+    if isinstance(labels, tuple):  # (codes, names), as `merged_labels` passes the plan's
+        codes, names = labels
+        labels = np.asarray(names, dtype=object)[codes]
+    return np.where(scale.labels != "", scale.labels, labels)
 
 
 def has_engine_costs(defaults) -> bool:
@@ -103,6 +116,14 @@ def get_kernel_steps(p, times, steps, b_base, b_spec):
         host=has_engine_costs(defaults),
     )
     on = plan.covered
+    scale = kernel_calibration.scale_for(times, plan, p, b_base, b_spec)
+    if scale is not None:  # a profile scales what it measured (kernel_calibration)
+        kt = replace(
+            kt,
+            target=kt.target * scale.target,
+            verify=kt.verify * scale.verify,
+            draft=kt.draft * scale.draft,
+        )
 
     def pick(kernel, roof):
         return np.where(on, kernel, roof)
@@ -114,7 +135,7 @@ def get_kernel_steps(p, times, steps, b_base, b_spec):
     v_step, d_step = steps.verify, steps.draft
     pf_spec_ms, host_spec, spec_step = pf_base_ms, host_base, base_step
     if p.spec_on:
-        hw = times.hardware
+        hw = times.raw_hardware  # the sampler's pass: no profile times it
         vocab = p.target.vocab_size
         rounds = steady.get_engine_round_ms(
             True, p.sampled, 0.0, b_spec, p.k, vocab, hw.bw_gbps, hw.num_gpus, defaults
@@ -136,7 +157,7 @@ def get_kernel_steps(p, times, steps, b_base, b_spec):
         engine_spec=host_spec,
         base=base_step,
         spec=spec_step,
-        source=merged_labels(plan, steps.source),
+        source=calibrated_labels(merged_labels(plan, steps.source), scale),
     )
 
 

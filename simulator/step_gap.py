@@ -225,3 +225,97 @@ def annotate(rows: list[dict], spec: ModelSpec, dtype_bytes: float, copy_rate: f
         ok = row.get("status") == "ok" and ms == ms and ms and copy_rate
         row["copy_fraction"] = row["bytes_moved"] / (ms * 1e-3) / (copy_rate * 1e9) if ok else None
     return rows
+
+
+@dataclass(frozen=True)
+class VerifyGap:
+    """A profiled verify forward of `query` tokens against the decode step the profile
+    timed at the same batch and context, and the same ratio on an engine's kernel tables."""
+
+    model: str
+    gpu: str
+    batch: int
+    query: int
+    context_len: int
+    profile_ratio: float
+    engine_ratio: float
+    engine: str
+
+    @property
+    def off(self) -> float:
+        """How far apart the two ratios are, as a factor >= 1."""
+        r = self.profile_ratio / self.engine_ratio
+        return max(r, 1 / r)
+
+
+def verify_gaps(
+    profile: Profile,
+    gpu_id: str | None = None,
+    *,
+    engine: str = "vllm",
+    models: dict[str, ModelSpec] | None = None,
+) -> list[VerifyGap]:
+    """Every verify point (query > 1) of the profile's catalog models whose decode step at
+    the same batch and context it also timed, where `engine`'s kernel tables price the
+    model on the profile's GPU; empty elsewhere."""
+    from simulator.kernels import source as kernel_source
+
+    models = default_models() if models is None else models
+    gpu_id = gpu_id or match_gpu_id(profile.device.name, profile.device.kind)
+    dtype = profile.settings.dtype
+    out = []
+    for pm in profile.models:
+        spec = models.get(pm.id)
+        resolved = spec and kernel_source.resolve(
+            spec, None, gpu_id, engine, "", dtype, dtype, 1, False
+        )
+        if not resolved:
+            continue
+        rows = profile.measurements_for(pm.id)
+        decode = rows[rows["query_len"] == 1].set_index(["batch", "context_len"])["median_ms"]
+        verify = rows[rows["query_len"] > 1]
+        verify = verify[
+            [
+                (b, c) in decode.index
+                for b, c in zip(verify["batch"], verify["context_len"], strict=True)
+            ]
+        ]
+        if verify.empty:
+            continue
+        b, q, c = (verify[x].to_numpy(float) for x in ("batch", "query_len", "context_len"))
+        plan = kernel_source.plan_rows([np.zeros(len(verify), dtype=int)], lambda _, r=resolved: r)
+        tables_v = kernel_source.forward_ms(plan, "target", b, q, c)
+        tables_d = kernel_source.forward_ms(plan, "target", b, np.ones_like(q), c)
+        measured_d = decode.loc[list(zip(b, c, strict=True))].to_numpy(float)
+        for i, ms in enumerate(verify["median_ms"].to_numpy(float)):
+            out.append(
+                VerifyGap(pm.id, gpu_id, int(b[i]), int(q[i]), int(c[i]), float(ms / measured_d[i]),
+                          float(tables_v[i] / tables_d[i]), resolved.target.label)
+            )  # fmt: skip
+    return out
+
+
+def verify_warnings(profile: Profile, gpu_id: str | None = None, *, limit: float = GAP_LIMIT):
+    """One line per model whose verify/decode ratio is more than `limit` times (or less
+    than 1/`limit` of) what vLLM's kernel tables give at the same point. Calibration prices
+    a verify step from the profile's ratio where the profile timed verify forwards around
+    the row (`simulator.kernel_calibration`), so that ratio, on which the speedup hangs,
+    must be the engine's."""
+    worst: dict[str, VerifyGap] = {}
+    for gap in verify_gaps(profile, gpu_id):
+        if gap.off > limit and (gap.model not in worst or gap.off > worst[gap.model].off):
+            worst[gap.model] = gap
+    lines = []
+    for g in worst.values():
+        way = (
+            "understate speculation (a costly verify)"
+            if g.profile_ratio > g.engine_ratio
+            else "overstate speculation (a cheap verify)"
+        )
+        lines.append(
+            f"{g.model}: the profile's verify forward of {g.query} tokens at batch {g.batch}, "
+            f"context {g.context_len} costs {g.profile_ratio:.2f}x its decode step, where the "
+            f"engine's kernel tables ({g.engine}) give {g.engine_ratio:.2f}x; calibrating with this "
+            f"profile prices the verify step from it near that point and will {way}"
+        )
+    return lines

@@ -11,7 +11,7 @@ from app import engine_imports, figures, library_ui, sim, widgets
 from simulator.calibration import summary
 from simulator.errors import InputError
 from simulator.profile import MAX_PROFILE_BYTES
-from simulator.step_gap import copy_fraction_lines, flattery_warnings
+from simulator.step_gap import copy_fraction_lines, flattery_warnings, verify_warnings
 
 MAX_UPLOAD_MB = MAX_PROFILE_BYTES // (1024 * 1024)
 
@@ -101,7 +101,7 @@ if rows:
 for label, (p, _) in parsed.items():
     for line in copy_fraction_lines(p):
         st.caption(f":material/speed: {widgets.plain(label)}: {widgets.plain(line)}")
-    for line in flattery_warnings(p):
+    for line in flattery_warnings(p) + verify_warnings(p):
         st.warning(f"{widgets.plain(label)}: {widgets.plain(line)}", icon=":material/warning:")
 
 
@@ -120,7 +120,8 @@ c1.selectbox(
     key=sim.CALIBRATE_KEY,
     persist_state="session",
     help="Scenarios on the profile's device then use its measured step times, and a "
-    "roofline fitted to it wherever it measured nothing.",
+    "roofline fitted to it wherever it measured nothing; on a GPU an engine's kernel tables "
+    "cover, the tables' steps scaled to what the profile measured.",
 )
 if store:
     c2.button("Forget uploaded profiles", key="forget_uploads", on_click=_forget_uploads)
@@ -132,7 +133,11 @@ if state.calibration is not None:
         ":material/tune: Calibrated: the forwards the profile timed (target decode and verify "
         "steps, a draft model's steps). Not calibrated: an EAGLE, Medusa or MTP head and the "
         "engine's host and sampler costs keep their uncalibrated prices. Each prediction's "
-        "latency source says which (`head:uncalibrated`)."
+        "latency source says which (`head:uncalibrated`). Where an engine's kernel tables "
+        "price the row, the profile scales the tables' steps by its measured/tables ratio "
+        "and a verify step it did not time keeps the engine's verify/decode ratio "
+        "(`target:profile verify:scaled head:kernels host:kernels "
+        "base:kernels:vllm-0.24.0/h200`)."
     )
 
 # ---------------------------------------------------------------------------- plot

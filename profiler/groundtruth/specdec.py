@@ -162,8 +162,9 @@ def _check_prompt(prompt_ids: torch.Tensor, min_len: int) -> None:
 class AutoregressiveDecoder:
     """Plain decoding, one step at a time: each `step()` is one forward of one token.
 
-    `max_len` sizes the KV cache (default: just enough). The attention of the static cache
-    spans the whole buffer, so give the same `max_len` to runs whose step times you compare.
+    `max_len` sizes the KV cache (default: just enough). On a CPU attention reads up to the
+    batch's longest sequence, on a GPU the whole buffer, so give the same `max_len` to runs
+    whose step times you compare.
     Step-wise so that a measurement can interleave several runs (see `run_interleaved`).
     """
 

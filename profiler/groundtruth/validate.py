@@ -103,11 +103,16 @@ class ValidationSettings:
     prompt_len: int = 128
     # 64 steps per run are plenty for a step-time median; shorter runs buy more rounds.
     new_tokens: int = 64
-    # The static cache attends over its whole buffer, so every run (baseline and
-    # speculative) uses the same one; 520 leaves room for sequences that accept more than
-    # the slowest of their batch (they run on until it reaches new_tokens).
+    # Every run (baseline and speculative) uses the same cache buffer; 520 leaves room for
+    # sequences that accept more than the slowest of their batch (they run on until it
+    # reaches new_tokens).
     max_len: int = 520
-    # The profile point the buffer corresponds to: attention over ~max_len slots.
+    # The profile point the runs are priced at. Chosen when attention read the whole
+    # buffer (~max_len slots) in every step. The engine-grade decoder reads the valid
+    # context only (on a CPU up to the batch's longest sequence): the baseline's steps
+    # attend 128-192 slots, the speculative ones up to their longest sequence, so no one
+    # context prices both arms (issue 25: at 512 the profile prices the baseline's batch-16
+    # step 1.5x slow, at 160 the speculative step 1.1-1.4x fast).
     profile_context: int = 512
     rounds: int = 8  # timed rounds; each runs the baseline and every K, stepped in turn
     warmup_rounds: int = 1

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from profiler.imports.common import Parsed, StepPoint
-from profiler.imports.fit import EngineFit, fit_engine_step
+from profiler.imports.fit import EngineFit, Setup, fit_engine_step
 from simulator.calibration import match_gpu_id
 from simulator.catalog import default_gpus, default_models
 from simulator.errors import InputError
@@ -276,24 +276,9 @@ def build(
     }
     raw["serving_points"] = serving
     profile = profile_from_dict(raw, "import")
-    fit = fit_engine_step(
-        profile.serving_points,
-        spec.id,
-        gpu_spec.id,
-        num_gpus=num_gpus,
-        weight_dtype=dtype,
-        draft=draft,
-        k=k,
-    )
-    raw["engine"]["fit"] = {
-        **fit.summary(),
-        "target": spec.id,
-        "gpu": gpu_spec.id,
-        "num_gpus": num_gpus,
-        "weight_dtype": dtype,
-        "draft": draft,
-        "k": k,
-    }
+    setup = Setup(spec.id, gpu_spec.id, num_gpus=num_gpus, weight_dtype=dtype, draft=draft, k=k)
+    fit = fit_engine_step(profile.serving_points, setup)
+    raw["engine"]["fit"] = {**fit.summary(), **setup.record()}
     profile = profile_from_dict(raw, "import")
     return Imported(profile, fit, tuple(notes), speedups(profile.serving_points, fit.table))
 
@@ -352,12 +337,4 @@ def refit(profile: Profile) -> EngineFit | None:
     fit = (profile.engine or {}).get("fit") or {}
     if not len(profile.serving_points) or "target" not in fit:
         return None
-    return fit_engine_step(
-        profile.serving_points,
-        str(fit["target"]),
-        str(fit["gpu"]),
-        num_gpus=int(fit.get("num_gpus") or 1),
-        weight_dtype=str(fit.get("weight_dtype") or "bf16"),
-        draft=str(fit.get("draft") or ""),
-        k=fit.get("k"),
-    )
+    return fit_engine_step(profile.serving_points, Setup.of(fit))

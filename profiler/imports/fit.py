@@ -95,17 +95,38 @@ def method_name(raw: str) -> str:
     return METHODS.get(key, "")
 
 
-def scenarios(
-    points: pd.DataFrame,
-    target: str,
-    gpu: str,
-    *,
-    num_gpus: int = 1,
-    weight_dtype: str = "bf16",
-    draft: str = "",
-    k: int | None = None,
-):
+@dataclass(frozen=True)
+class Setup:
+    """What the serving points ran: the catalog target and GPU, tensor-parallel GPUs, weight
+    dtype, and for speculative points the draft model ("" for a head) and K where the files
+    do not record it. The fit records it (`record`) so that it can be redone (`of`)."""
+
+    target: str
+    gpu: str
+    num_gpus: int = 1
+    weight_dtype: str = "bf16"
+    draft: str = ""
+    k: int | None = None
+
+    def record(self) -> dict:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+    @classmethod
+    def of(cls, fit: dict) -> Setup:
+        """The setup a profile's `engine.fit` records (its defaults where it gives none)."""
+        return cls(
+            str(fit["target"]),
+            str(fit["gpu"]),
+            num_gpus=int(fit.get("num_gpus") or 1),
+            weight_dtype=str(fit.get("weight_dtype") or "bf16"),
+            draft=str(fit.get("draft") or ""),
+            k=fit.get("k"),
+        )
+
+
+def scenarios(points: pd.DataFrame, setup: Setup):
     """(scenario rows, the index of `points` each row prices, reasons for the others)."""
+    draft, k = setup.draft, setup.k
     rows, index, reasons = [], [], {}
     for i, p in points.iterrows():
         why = _unpriced(p, draft, k)
@@ -113,10 +134,10 @@ def scenarios(
             reasons[i] = why
             continue
         row = {
-            "target": target,
-            "gpu": gpu,
-            "num_gpus": num_gpus,
-            "weight_dtype": weight_dtype,
+            "target": setup.target,
+            "gpu": setup.gpu,
+            "num_gpus": setup.num_gpus,
+            "weight_dtype": setup.weight_dtype,
             "prompt_len": max(1, round(p["prompt_tokens"])),
             "output_len": max(2, round(p["output_tokens"])),
             "method": "none",
@@ -189,20 +210,10 @@ def _golden(score, lo: float, hi: float) -> float:
 
 
 def fit_engine_step(
-    points: pd.DataFrame,
-    target: str,
-    gpu: str,
-    *,
-    num_gpus: int = 1,
-    weight_dtype: str = "bf16",
-    draft: str = "",
-    k: int | None = None,
-    defaults: ModelDefaults = DEFAULTS,
+    points: pd.DataFrame, setup: Setup, defaults: ModelDefaults = DEFAULTS
 ) -> EngineFit:
     """Fit `engine_step_ms` to the serving points' TPOT (see the module docstring)."""
-    sc, index, reasons = scenarios(
-        points, target, gpu, num_gpus=num_gpus, weight_dtype=weight_dtype, draft=draft, k=k
-    )
+    sc, index, reasons = scenarios(points, setup)
     table = pd.DataFrame(
         {
             "source": points["source"],

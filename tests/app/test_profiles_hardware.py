@@ -7,7 +7,9 @@ from __future__ import annotations
 from bench.reference_profile import main as reference_profile
 
 
-def test_bundled_engine_grade_profile_shows_its_copy_fraction_and_no_warning(app):
+def test_bundled_engine_grade_profile_shows_its_copy_fraction_and_no_flattery_warning(app):
+    """Its decode steps are engine-grade; its verify forwards are not (3.65x the decode
+    step at batch 64 against vLLM's tables' 1.24x), which the page says."""
     at = app("profiles")
     captions = [c.value for c in at.caption]
     fused = [
@@ -17,7 +19,9 @@ def test_bundled_engine_grade_profile_shows_its_copy_fraction_and_no_warning(app
     ]
     assert any("NVIDIA H200: copy rate 4,095 GB/s" in c for c in fused)
     assert any("llama-3.1-8b: decode at batch 1 moves its bytes at 0.72-0.73" in c for c in fused)
-    assert not [w for w in at.warning if "fused-reference" in w.value]
+    mine = [w.value for w in at.warning if "fused-reference" in w.value]
+    assert not [w for w in mine if "flatter" in w]
+    assert len(mine) == 2 and all("understate speculation" in w for w in mine)
 
 
 def test_a_slow_upload_is_warned_about(app, tmp_path):
