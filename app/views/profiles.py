@@ -140,9 +140,14 @@ if parsed:
     st.subheader("Latency against batch, measured and predicted")
     labels = list(parsed)
     uploaded = [lb for lb in labels if lb.startswith("uploaded: ")]
-    preferred = state.label if state.label in labels else (uploaded or labels)[0]
+    if st.session_state.get("plot_profile") not in labels:
+        # The box's value lives in the session state alone (an upload sets it above), so it
+        # takes no default: Streamlit warns when a widget has both.
+        st.session_state["plot_profile"] = (
+            state.label if state.label in labels else (uploaded or labels)[0]
+        )
     c = st.columns([1.2, 1, 0.8, 1.5])
-    label = c[0].selectbox("Profile", labels, index=labels.index(preferred), key="plot_profile")
+    label = c[0].selectbox("Profile", labels, key="plot_profile")
     profile, key = parsed[label]
     model_ids = [m.id for m in profile.models]
     model_id = c[1].selectbox("Model", model_ids, key=f"plot_model:{label}")
