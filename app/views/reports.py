@@ -51,13 +51,13 @@ SHOWN = {
     "method": "method",
     "k": "K",
     "batch_size": "batch",
-    "status": "status",
     "speedup": "speedup [x]",
-    "monthly_saving_usd": "saving $/month",
+    "cost_per_mtok_spec": "$/1M tok after",
     "replicas_spec": "replicas",
     "monthly_cost_spec_usd": "$/month",
+    "monthly_saving_usd": "saving $/month",
+    "status": "status",
     "cost_per_mtok_baseline": "$/1M tok before",
-    "cost_per_mtok_spec": "$/1M tok after",
     # Then how it gets there.
     "alpha": "α (i.i.d., same τ at this K)",
     "spec_tpot_ms": "TPOT [ms]",
@@ -163,7 +163,9 @@ config = {
         "α", min_value=0.0, max_value=1.0, step=0.001, format="%.3f"
     ),
     "acceptance_per_position": st.column_config.TextColumn(
-        "per-position", help="p1;p2;... instead of α (leave α empty then)"
+        "per-position",
+        help="p1;p2;... instead of α (leave α empty then); the CSV holds every position",
+        width="small",
     ),
     "batch_size": st.column_config.NumberColumn("batch", min_value=1, step=1),
     "prompt_len": st.column_config.NumberColumn("prompt", min_value=0, step=1),
@@ -220,7 +222,8 @@ st.dataframe(
         "$/1M tok after": st.column_config.NumberColumn(format="%.3f"),
         "$/month": st.column_config.NumberColumn(format="%.0f"),
         "saving $/month": st.column_config.NumberColumn(format="%.0f"),
-        "status": st.column_config.TextColumn(width="medium"),
+        "target": st.column_config.TextColumn(width="small"),
+        "status": st.column_config.TextColumn(width="small"),
         "pre-flight": st.column_config.TextColumn(width="large"),
     },
 )
@@ -280,7 +283,7 @@ st.caption(
     f"{len(report)} scenarios, each an alternative to the others. {_best_saving(report)} "
     "The CSV holds every input and output column with its unit in the header."
 )
-d1, d2, _ = st.columns([1, 1, 2])
+d1, d2, _ = st.columns([1.4, 1.2, 1])
 d1.download_button(
     "Download sizing report (CSV)",
     csv_text,

@@ -202,7 +202,9 @@ if row["status"] != "ok":
 if not bool(row["fits"]):
     st.warning(f"Does not fit: {widgets.plain(row['warnings'] or 'batch exceeds the KV cache')}.")
 
-left, right = st.columns([2.6, 1], gap="large")
+# The checklist goes under the metrics, three to a row: as a narrow column beside them it
+# left a large empty block under the metrics and squeezed their labels at 1024 px.
+left = st.container()
 with left:
     st.subheader(
         f"K = {k}"
@@ -279,8 +281,7 @@ with left:
     fractional = _fractional_saving(row, migration_usd)
     if fractional is not None:
         st.caption(fractional)
-with right:
-    widgets.checklist_panel(row)
+widgets.checklist_panel(row, horizontal=True, per_row=3)
 
 c1, c2 = st.columns(2)
 if k_grid is not None:
