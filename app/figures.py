@@ -123,14 +123,21 @@ def _log_value_axis(values) -> dict:
     v = v[np.isfinite(v) & (v > 0)]
     if not v.size:
         return {}
-    lo, hi = v.min() / 1.5, v.max() * 1.5
-    ticks = [
-        m * 10.0**e
-        for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-        for m in (1, 2, 5)
-    ]
-    ticks = [t for t in ticks if lo <= t <= hi]
-    return {"type": "log", "tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
+    # The axis shows this range exactly: ticks outside plotly's own autorange were dropped.
+    lo, hi = v.min() / 1.1, v.max() * 1.1
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    # Denser mantissas where the data spans less than a decade: 1-2-5 alone left one tick.
+    for mantissas in ((1, 2, 5), (1, 1.5, 2, 3, 5, 7), tuple(range(1, 10))):
+        ticks = [m * 10.0**e for e in decades for m in mantissas]
+        ticks = [t for t in ticks if lo <= t <= hi]
+        if len(ticks) >= 3:
+            break
+    return {
+        "type": "log",
+        "range": [math.log10(lo), math.log10(hi)],
+        "tickvals": ticks,
+        "ticktext": [f"{t:g}" for t in ticks],
+    }
 
 
 def crossover_batch(batch, speedup) -> float | None:

@@ -83,19 +83,29 @@ for label, (name, data) in options.items():
         {
             "profile": label,
             "device": p.device.name,
-            "kind": p.device.kind,
-            "dtype": p.settings.dtype,
-            "CUDA graphs": p.settings.cuda_graphs,
+            # Kind, dtype and graphs in one cell, the grid in another: eleven columns were
+            # cut off at 1024 px (issue 27, Layout).
+            "setup": f"{p.device.kind} {p.settings.dtype}"
+            + (", CUDA graphs" if p.settings.cuda_graphs else ""),
             "models": ", ".join(m.id for m in p.models),
-            "points": len(ok),
-            "batch": f"{ok['batch'].min()}-{ok['batch'].max()}" if len(ok) else "",
-            "query_len": ", ".join(str(v) for v in sorted(ok["query_len"].unique())),
+            "measured": f"{len(ok)} points"
+            + (
+                f", batch {ok['batch'].min()}-{ok['batch'].max()}, q "
+                + ", ".join(str(v) for v in sorted(ok["query_len"].unique()))
+                if len(ok)
+                else ""
+            ),
             "draft in loop": len(p.draft_in_loop),
-            "created": p.created,
+            "created": str(p.created)[:10],
         }
     )
 if rows:
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="profiles_table")
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        key="profiles_table",
+        column_config={"draft in loop": st.column_config.NumberColumn(width="small")},
+    )
 
 # ------------------------------------------------------- how close to the hardware each got
 for label, (p, _) in parsed.items():
@@ -146,7 +156,8 @@ if parsed:
         st.session_state["plot_profile"] = (
             state.label if state.label in labels else (uploaded or labels)[0]
         )
-    c = st.columns([1.2, 1, 0.8, 1.5])
+    # Two rows: a profile's label and the query lengths were cut in four columns at 1024 px.
+    c = st.columns([2, 1]) + st.columns([1, 2])
     label = c[0].selectbox("Profile", labels, key="plot_profile")
     profile, key = parsed[label]
     model_ids = [m.id for m in profile.models]
