@@ -291,8 +291,9 @@ def cost_before_after(df: pd.DataFrame) -> go.Figure:
             ("monthly_cost_usd", "$%{y:,.0f}", "x2"),
         )
     ]
-    # Each plot's quantity is its y axis title: two titles centred over the halves ran into
-    # each other once a half was narrower than "$ per 1M output tokens" (1024 px, sidebar).
+    # Each plot's quantity is its x axis title, under its own half: two titles centred over
+    # the halves ran into each other at 1024 px with the sidebar open, and a second y axis
+    # title ran into the first plot.
     annotations = []
     if not np.isfinite(df["cost_per_mtok"].to_numpy(dtype=float)).any():
         annotations.append(_centre_note("no cost: no $ per GPU-hour for this GPU"))
@@ -300,14 +301,10 @@ def cost_before_after(df: pd.DataFrame) -> go.Figure:
     return go.Figure(
         data=traces,
         layout={
-            "xaxis": {"anchor": "y", "domain": [0.0, 0.42]},
-            "yaxis": {
-                "anchor": "x",
-                "domain": [0.0, 1.0],
-                "title": {"text": "$ per 1M output tokens"},
-            },
-            "xaxis2": {"anchor": "y2", "domain": [0.58, 1.0]},
-            "yaxis2": {"anchor": "x2", "domain": [0.0, 1.0], "title": {"text": "$ per month"}},
+            "xaxis": {"anchor": "y", "domain": [0.0, 0.44], "title": {"text": "$ per 1M tokens"}},
+            "yaxis": {"anchor": "x", "domain": [0.0, 1.0]},
+            "xaxis2": {"anchor": "y2", "domain": [0.56, 1.0], "title": {"text": "$ per month"}},
+            "yaxis2": {"anchor": "x2", "domain": [0.0, 1.0]},
             "annotations": annotations,
             "title": {"text": "Cost before and after", "font": {"size": 15}},
             "height": 380,

@@ -360,16 +360,24 @@ with c2:
                 row["cost_per_mtok_spec"],
             ],
         },
+        # Short labels and narrow columns: in half a page at 1024 px the speculative column
+        # was cut off (issue 27, Layout).
         index=[
             "TPOT [ms]",
-            "tokens/s per user",
-            "tokens/s per replica",
-            "max concurrency [seqs]",
-            "KV capacity [tokens]",
-            "$ per 1M tokens",
+            "tok/s per user",
+            "tok/s per replica",
+            "max seqs",
+            "KV [tokens]",
+            "$ per 1M tok",
         ],
     )
-    st.dataframe(details.round(2), key="roi_details", width="stretch")
+    narrow = st.column_config.NumberColumn(width="small", format="%.6g")
+    st.dataframe(
+        details.round(2),
+        key="roi_details",
+        width="stretch",
+        column_config={"baseline": narrow, "speculative": narrow},
+    )
     st.caption(
         f"Steps: target {row['target_step_ms']:.2f} ms, draft {row['draft_step_ms']:.2f} ms, "
         f"verify {row['verify_step_ms']:.2f} ms; per engine step, prefill "

@@ -1,8 +1,10 @@
-"""Every page at 1024, 1280 and 1600 px wide in Chromium, sidebar open: no metric's value
-or label is cut off (issue 27, Layout). Screenshots go to artifacts/screenshots/layout-*.
+"""Every page at 1024, 1280 and 1600 px wide in Chromium, sidebar open (issue 27, Layout):
+no metric's value or label and no button's label is cut off, no two texts of a chart
+(title, axis titles, notes) overlap, and no table meant to fit is wider than its box.
+Screenshots go to artifacts/screenshots/layout-*.
 
 A cut is text wider than its box (scrollWidth > clientWidth), as Streamlit's ellipsis
-shows it ("$2.…", "VRAM for specu…")."""
+shows it ("$2.…", "VRAM for specu…", "Download …")."""
 
 from __future__ import annotations
 
@@ -28,17 +30,57 @@ CUT = """els => els.filter(e => {
 }).map(e => e.innerText)"""
 
 
+CHART_TEXTS = """charts => charts.flatMap(chart => {
+    const texts = [...chart.querySelectorAll(
+        '.gtitle, .g-xtitle text, .g-ytitle text, .g-x2title text, .g-y2title text, '
+        + '.annotation-text'
+    )].filter(t => t.textContent.trim());
+    const boxes = texts.map(t => [t.textContent, t.getBoundingClientRect()]);
+    const hits = [];
+    for (let i = 0; i < boxes.length; i++) {
+        for (let j = i + 1; j < boxes.length; j++) {
+            const [a, r] = boxes[i], [b, q] = boxes[j];
+            const w = Math.min(r.right, q.right) - Math.max(r.left, q.left);
+            const h = Math.min(r.bottom, q.bottom) - Math.max(r.top, q.top);
+            if (w > 1 && h > 1) hits.push(a + ' / ' + b);
+        }
+    }
+    return hits;
+})"""
+WIDE_TABLES = """grids => grids.filter(g => {
+    const s = g.querySelector('.dvn-scroller');
+    return s && s.scrollWidth > s.clientWidth + 1;
+}).map(g => {
+    const box = g.closest('[class*="st-key-"]');
+    return box ? [...box.classList].find(c => c.startsWith('st-key-')) : 'unnamed';
+})"""
+SCROLLING_BY_DESIGN = {"st-key-report_editor", "st-key-report_results", "st-key-load_table"}
+"""Grids of every input or output column: they scroll sideways; what a user decides on
+comes first (the Reports results) or is shown beside them in a table that fits."""
+
+
 def _cut(page) -> list[str]:
-    metrics = page.get_by_test_id("stMain").locator(
-        "[data-testid='stMetricValue'], [data-testid='stMetricLabel']"
+    main = page.get_by_test_id("stMain")
+    metrics = main.locator("[data-testid='stMetricValue'], [data-testid='stMetricLabel']")
+    buttons = main.locator(
+        "[data-testid='stDownloadButton'] button p, [data-testid='stButton'] button p"
     )
-    return metrics.evaluate_all(CUT)
+    return metrics.evaluate_all(CUT) + buttons.evaluate_all(CUT)
 
 
-def test_no_metric_is_cut_at_common_widths(server):
+def _overlapping_chart_texts(page) -> list[str]:
+    return page.get_by_test_id("stPlotlyChart").evaluate_all(CHART_TEXTS)
+
+
+def _tables_wider_than_their_box(page) -> list[str]:
+    grids = page.get_by_test_id("stMain").get_by_test_id("stDataFrame")
+    return [k for k in grids.evaluate_all(WIDE_TABLES) if k not in SCROLLING_BY_DESIGN]
+
+
+def test_no_metric_is_cut_no_chart_text_overlaps_no_table_is_clipped(server):
     from playwright.sync_api import sync_playwright
 
-    cut = {}
+    cut, overlaps, clipped = {}, {}, {}
     with sync_playwright() as p:
         chromium = p.chromium.launch(
             executable_path=browser.CHROMIUM, headless=True, args=browser.CHROMIUM_ARGS
@@ -55,10 +97,18 @@ def test_no_metric_is_cut_at_common_widths(server):
                     browser._no_exception(page, f"{title} at {width}")
                     slug = title.lower().replace(" ", "-").replace("&", "and")
                     browser._shot(page, f"layout-{width}-{slug}")
-                    found = _cut(page)
-                    if found:
-                        cut[(width, title)] = found
+                    for defects, found in (
+                        (cut, _cut(page)),
+                        (overlaps, _overlapping_chart_texts(page)),
+                        (clipped, _tables_wider_than_their_box(page)),
+                    ):
+                        if found:
+                            defects[(width, title)] = found
                 page.close()
         finally:
             chromium.close()
-    assert not cut, cut
+    assert not (cut or overlaps or clipped), {
+        "cut": cut,
+        "overlapping chart texts": overlaps,
+        "tables wider than their box": clipped,
+    }
