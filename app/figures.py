@@ -418,7 +418,8 @@ def best_k_by_batch(best: pd.DataFrame) -> go.Figure:
         "name": "best K",
     }
     layout = frame(
-        "Best K per batch (green: meets SLO and fits)",
+        # The key on a second line: on one, half a page at 1024 px cut it off.
+        "Best K per batch<br><sup>green: meets the SLO and fits; red: does not</sup>",
         "batch size",
         "best K",
         height=420,
@@ -427,6 +428,7 @@ def best_k_by_batch(best: pd.DataFrame) -> go.Figure:
         showlegend=False,
     )
     layout["yaxis"] = {**layout.get("yaxis", {}), "dtick": 1, "rangemode": "tozero"}
+    layout["margin"] = {**layout["margin"], "t": 70}
     if not runs.any():
         layout["annotations"] = [_centre_note("nothing runs at any batch")]
     return go.Figure(data=[bar], layout=layout)

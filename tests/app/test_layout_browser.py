@@ -45,6 +45,10 @@ CHART_TEXTS = """charts => charts.flatMap(chart => {
             if (w > 1 && h > 1) hits.push(a + ' / ' + b);
         }
     }
+    const edge = chart.getBoundingClientRect().right;
+    for (const [text, r] of boxes) {
+        if (r.right > edge + 1) hits.push(text + ' runs past the chart');
+    }
     return hits;
 })"""
 WIDE_TABLES = """grids => grids.filter(g => {
