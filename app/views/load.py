@@ -271,6 +271,12 @@ def _seed_check() -> str:
 
 
 POINT_COLUMNS = ("arm", "rate", "concurrency", "tpot_p99_ms", "ttft_p99_ms", "goodput_rps")
+POINT_NAMES = {
+    "rate": "requests/s",
+    "tpot_p99_ms": "P99 TPOT (ms)",
+    "ttft_p99_ms": "P99 TTFT (ms)",
+    "goodput_rps": "goodput (requests/s)",
+}
 slos = (slo_ttft, slo_tpot)
 if spec_refused is None:
     st.caption(_seed_check())
@@ -289,9 +295,10 @@ f1.plotly_chart(figures_load.goodput_vs_load(table), key="load_goodput")
 every = table.dropna(axis=1, how="all").round(3)
 with f2:
     st.markdown("**Every point** (P99s and goodput; all columns below and in the CSV)")
-    # A half-width grid shows five columns uncut at 1024 px; the full table would scroll.
-    brief = [c for c in POINT_COLUMNS if c in every.columns]
-    st.dataframe(every[brief], hide_index=True, key="load_points")
+    # A static table wraps its headers to fit half a page at 1024 px; a grid of even these
+    # five columns scrolled there, and of every column it was cut off (issue 27, Layout).
+    brief = every[[c for c in POINT_COLUMNS if c in every.columns]].rename(columns=POINT_NAMES)
+    st.table(brief.style.format(precision=1).hide(axis="index"))
     st.download_button(
         "Download load & SLO table (CSV)",
         table.to_csv(index=False).encode(),

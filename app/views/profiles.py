@@ -100,12 +100,8 @@ for label, (name, data) in options.items():
         }
     )
 if rows:
-    st.dataframe(
-        pd.DataFrame(rows),
-        hide_index=True,
-        key="profiles_table",
-        column_config={"draft in loop": st.column_config.NumberColumn(width="small")},
-    )
+    # A static table wraps long names and fits the page at 1024 px; a grid cut them off.
+    st.table(pd.DataFrame(rows).style.hide(axis="index"))
 
 # ------------------------------------------------------- how close to the hardware each got
 for label, (p, _) in parsed.items():
