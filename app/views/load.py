@@ -272,10 +272,11 @@ def _seed_check() -> str:
 
 POINT_COLUMNS = ("arm", "rate", "concurrency", "tpot_p99_ms", "ttft_p99_ms", "goodput_rps")
 POINT_NAMES = {
-    "rate": "requests/s",
-    "tpot_p99_ms": "P99 TPOT (ms)",
-    "ttft_p99_ms": "P99 TTFT (ms)",
-    "goodput_rps": "goodput (requests/s)",
+    "rate": "req/s",
+    "concurrency": "in flight",
+    "tpot_p99_ms": "P99 TPOT ms",
+    "ttft_p99_ms": "P99 TTFT ms",
+    "goodput_rps": "goodput req/s",
 }
 slos = (slo_ttft, slo_tpot)
 if spec_refused is None:

@@ -52,6 +52,7 @@ CHART_TEXTS = """charts => charts.flatMap(chart => {
     return hits;
 })"""
 WIDE_TABLES = """tables => tables.filter(t => {
+    if (!t.getBoundingClientRect().width) return false;  // in a closed expander
     const s = t.querySelector('.dvn-scroller') || t;
     return s.scrollWidth > s.clientWidth + 1;
 }).map(t => [...t.querySelectorAll('[role=columnheader], th')]
