@@ -222,7 +222,6 @@ st.dataframe(
         "$/1M tok after": st.column_config.NumberColumn(format="%.3f"),
         "$/month": st.column_config.NumberColumn(format="%.0f"),
         "saving $/month": st.column_config.NumberColumn(format="%.0f"),
-        "target": st.column_config.TextColumn(width="small"),
         "status": st.column_config.TextColumn(width="small"),
         "pre-flight": st.column_config.TextColumn(width="large"),
     },
@@ -235,7 +234,9 @@ which = c1.selectbox(
     key="report_check_row",
     persist_state="session",
 )
-widgets.checklist_panel(report.iloc[int(which) - 1].to_dict(), title=None, horizontal=True)
+widgets.checklist_panel(
+    report.iloc[int(which) - 1].to_dict(), title=None, horizontal=True, per_row=3
+)
 library_saves.report_bar(
     edited.dropna(how="all"),
     report,
@@ -283,9 +284,9 @@ st.caption(
     f"{len(report)} scenarios, each an alternative to the others. {_best_saving(report)} "
     "The CSV holds every input and output column with its unit in the header."
 )
-d1, d2, _ = st.columns([1.4, 1.2, 1])
+d1, d2, _ = st.columns([1, 1, 2])
 d1.download_button(
-    "Download sizing report (CSV)",
+    "Report (CSV)",
     csv_text,
     file_name="specplan-report.csv",
     mime="text/csv",
@@ -294,7 +295,7 @@ d1.download_button(
     key="download_report",
 )
 d2.download_button(
-    "Download launch config",
+    "Launch config",
     launch_text,
     file_name="specplan-launch.txt",
     mime="text/plain",

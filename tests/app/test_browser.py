@@ -166,7 +166,7 @@ def test_every_page_in_chromium(server, tmp_path, profile_json):
             _no_exception(page, "Reports")
             expect(page.get_by_text("Tokenizers match")).to_be_visible()
             with page.expect_download() as dl:
-                page.get_by_role("button", name="Download sizing report (CSV)").click()
+                page.get_by_role("button", name="Report (CSV)").click()
             saved = tmp_path / "report.csv"
             dl.value.save_as(saved)
             assert dl.value.suggested_filename == "specplan-report.csv"

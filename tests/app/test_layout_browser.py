@@ -52,8 +52,9 @@ CHART_TEXTS = """charts => charts.flatMap(chart => {
     return hits;
 })"""
 WIDE_TABLES = """tables => tables.filter(t => {
-    if (!t.getBoundingClientRect().width) return false;  // in a closed expander
-    const s = t.querySelector('.dvn-scroller') || t;
+    if (!t.checkVisibility()) return false;  // in a closed expander
+    const s = t.dataset.testid === 'stTable' ? t : t.querySelector('.dvn-scroller');
+    if (!s) return false;  // a grid not drawn (closed expander): nothing to see
     return s.scrollWidth > s.clientWidth + 1;
 }).map(t => [...t.querySelectorAll('[role=columnheader], th')]
     .map(h => h.textContent.trim()).filter(Boolean).slice(0, 3).join(', '))"""
@@ -67,7 +68,7 @@ def _cut(page) -> list[str]:
     main = page.get_by_test_id("stMain")
     metrics = main.locator("[data-testid='stMetricValue'], [data-testid='stMetricLabel']")
     buttons = main.locator(
-        "[data-testid='stDownloadButton'] button p, [data-testid='stButton'] button p"
+        "[data-testid='stDownloadButton'] button, [data-testid='stButton'] button"
     )
     return metrics.evaluate_all(CUT) + buttons.evaluate_all(CUT)
 
