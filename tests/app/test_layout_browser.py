@@ -66,7 +66,10 @@ fits (Load & SLO)."""
 
 def _cut(page) -> list[str]:
     main = page.get_by_test_id("stMain")
-    metrics = main.locator("[data-testid='stMetricValue'], [data-testid='stMetricLabel']")
+    metrics = main.locator(
+        "[data-testid='stMetricValue'], [data-testid='stMetricLabel'], "
+        "[data-testid='stMetricDelta']"
+    )
     buttons = main.locator(
         "[data-testid='stDownloadButton'] button, [data-testid='stButton'] button"
     )
