@@ -100,8 +100,12 @@ for label, (name, data) in options.items():
         }
     )
 if rows:
-    # A static table wraps long names and fits the page at 1024 px; a grid cut them off.
-    st.table(pd.DataFrame(rows).style.hide(axis="index"))
+    # A static table wraps long names and fits the page at 1024 px; a grid cut them off. Its
+    # cells are Markdown: the names from a file are escaped to show as the characters they are.
+    table = pd.DataFrame(rows)
+    for column in ("profile", "device", "setup", "models", "measured", "created"):
+        table[column] = table[column].map(widgets.plain)
+    st.table(table.style.hide(axis="index"))
 
 # ------------------------------------------------------- how close to the hardware each got
 for label, (p, _) in parsed.items():
