@@ -99,6 +99,11 @@ def test_cost_before_after_has_both_cases_in_both_panels():
     assert list(fig.data[0].x) == ["baseline", "speculative"]
     np.testing.assert_allclose(fig.data[0].y, [2.0, 1.0])
     np.testing.assert_allclose(fig.data[1].y, [7000.0, 3500.0])
+    # Issue 27, Layout: the halves' names sat centred above them and ran into each other at
+    # 1024 px; each is now its own x axis title, under its own half.
+    assert fig.layout.xaxis.title.text == "$ per 1M tokens"
+    assert fig.layout.xaxis2.title.text == "$ per month"
+    assert not fig.layout.annotations
 
 
 def test_memory_breakdown_stacks_components_per_configuration():
