@@ -123,14 +123,21 @@ def _log_value_axis(values) -> dict:
     v = v[np.isfinite(v) & (v > 0)]
     if not v.size:
         return {}
-    lo, hi = v.min() / 1.5, v.max() * 1.5
-    ticks = [
-        m * 10.0**e
-        for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-        for m in (1, 2, 5)
-    ]
-    ticks = [t for t in ticks if lo <= t <= hi]
-    return {"type": "log", "tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
+    # The axis shows this range exactly: ticks outside plotly's own autorange were dropped.
+    lo, hi = v.min() / 1.1, v.max() * 1.1
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    # Denser mantissas where the data spans less than a decade: 1-2-5 alone left one tick.
+    for mantissas in ((1, 2, 5), (1, 1.5, 2, 3, 5, 7), tuple(range(1, 10))):
+        ticks = [m * 10.0**e for e in decades for m in mantissas]
+        ticks = [t for t in ticks if lo <= t <= hi]
+        if len(ticks) >= 3:
+            break
+    return {
+        "type": "log",
+        "range": [math.log10(lo), math.log10(hi)],
+        "tickvals": ticks,
+        "ticktext": [f"{t:g}" for t in ticks],
+    }
 
 
 def crossover_batch(batch, speedup) -> float | None:
@@ -260,21 +267,6 @@ def _centre_note(text: str) -> dict:
     return {"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False}
 
 
-def _subplot_title(text: str, x: float) -> dict:
-    """A title above one of two side-by-side plots, as `make_subplots` writes it."""
-    return {
-        "text": text,
-        "font": {"size": 16},
-        "showarrow": False,
-        "x": x,
-        "xanchor": "center",
-        "xref": "paper",
-        "y": 1.0,
-        "yanchor": "bottom",
-        "yref": "paper",
-    }
-
-
 def cost_before_after(df: pd.DataFrame) -> go.Figure:
     """$ per 1M tokens and monthly cost, baseline against speculative.
 
@@ -299,24 +291,24 @@ def cost_before_after(df: pd.DataFrame) -> go.Figure:
             ("monthly_cost_usd", "$%{y:,.0f}", "x2"),
         )
     ]
-    annotations = [
-        _subplot_title("$ per 1M output tokens", 0.225),
-        _subplot_title("monthly cost ($)", 0.775),
-    ]
+    # Each plot's quantity is its x axis title, under its own half: two titles centred over
+    # the halves ran into each other at 1024 px with the sidebar open, and a second y axis
+    # title ran into the first plot.
+    annotations = []
     if not np.isfinite(df["cost_per_mtok"].to_numpy(dtype=float)).any():
         annotations.append(_centre_note("no cost: no $ per GPU-hour for this GPU"))
     # The grid `make_subplots(rows=1, cols=2)` lays out, written out: it took ~10 ms.
     return go.Figure(
         data=traces,
         layout={
-            "xaxis": {"anchor": "y", "domain": [0.0, 0.45]},
+            "xaxis": {"anchor": "y", "domain": [0.0, 0.44], "title": {"text": "$ per 1M tokens"}},
             "yaxis": {"anchor": "x", "domain": [0.0, 1.0]},
-            "xaxis2": {"anchor": "y2", "domain": [0.55, 1.0]},
+            "xaxis2": {"anchor": "y2", "domain": [0.56, 1.0], "title": {"text": "$ per month"}},
             "yaxis2": {"anchor": "x2", "domain": [0.0, 1.0]},
             "annotations": annotations,
             "title": {"text": "Cost before and after", "font": {"size": 15}},
             "height": 380,
-            "margin": {"l": 10, "r": 10, "t": 70, "b": 10},
+            "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
         },
     )
 
@@ -426,7 +418,8 @@ def best_k_by_batch(best: pd.DataFrame) -> go.Figure:
         "name": "best K",
     }
     layout = frame(
-        "Best K per batch (green: meets SLO and fits)",
+        # The key on a second line: on one, half a page at 1024 px cut it off.
+        "Best K per batch<br><sup>green: meets the SLO and fits; red: does not</sup>",
         "batch size",
         "best K",
         height=420,
@@ -435,6 +428,7 @@ def best_k_by_batch(best: pd.DataFrame) -> go.Figure:
         showlegend=False,
     )
     layout["yaxis"] = {**layout.get("yaxis", {}), "dtick": 1, "rangemode": "tozero"}
+    layout["margin"] = {**layout["margin"], "t": 70}
     if not runs.any():
         layout["annotations"] = [_centre_note("nothing runs at any batch")]
     return go.Figure(data=[bar], layout=layout)

@@ -187,9 +187,11 @@ def predicted_vs_measured(df: pd.DataFrame, band: float = ERROR_BAND) -> go.Figu
                 "name": _label(mode, workload),
                 "marker": {
                     "color": color,
-                    "symbol": _WORKLOAD_SYMBOLS.get(workload, "square"),
-                    "size": 6 + 2 * np.log2(g["batch"].to_numpy(float)),
-                    "opacity": 0.8,
+                    "symbol": _WORKLOAD_SYMBOLS.get(workload, "circle"),
+                    # Batch 1 to 256 as 5 to 13 px: 6 + 2 log2(B) gave 22 px squares that
+                    # covered each other (issue 27, Layout).
+                    "size": np.clip(5 + np.log2(g["batch"].to_numpy(float)), 5, 13),
+                    "opacity": 0.7,
                     "line": {"width": 0.5, "color": "white"},
                 },
                 "customdata": np.stack(

@@ -829,10 +829,15 @@ def acceptance_basis(scenario: Scenario) -> str:
 
 
 def checklist_panel(
-    row: Mapping, *, title: str | None = "Pre-flight checklist", horizontal: bool = False
+    row: Mapping,
+    *,
+    title: str | None = "Pre-flight checklist",
+    horizontal: bool = False,
+    per_row: int | None = None,
 ) -> None:
     """The pre-flight checks for one prediction row, each coloured green, amber or red with
-    one line of why; stacked (beside a result) or side by side (under a wide table)."""
+    one line of why; stacked (beside a result) or side by side (under a wide table), at
+    most `per_row` to a row."""
     if title:
         st.markdown(f"**{title}**")
     try:
@@ -846,8 +851,12 @@ def checklist_panel(
     except (KeyError, ValueError, TypeError) as exc:
         st.warning(f"Checklist unavailable for this row ({plain(exc)}).")
         return
-    slots = st.columns(len(items)) if horizontal else [st.container() for _ in items]
-    for item, slot in zip(items, slots, strict=True):
+    if horizontal:
+        per = per_row or len(items)
+        slots = [c for _ in range(0, len(items), per) for c in st.columns(per)]
+    else:
+        slots = [st.container() for _ in items]
+    for item, slot in zip(items, slots, strict=False):
         color, icon = STATUS_BADGE.get(item.status, ("gray", ":material/help:"))
         # Coloured text rather than st.badge: a badge cuts long names off in a narrow column.
         slot.markdown(f":{color}[{icon} **{item.name}**]")

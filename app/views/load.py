@@ -276,6 +276,14 @@ def _seed_check() -> str:
     )
 
 
+POINT_COLUMNS = ("arm", "rate", "concurrency", "tpot_p99_ms", "ttft_p99_ms", "goodput_rps")
+POINT_NAMES = {
+    "rate": "req/s",
+    "concurrency": "in flight",
+    "tpot_p99_ms": "P99 TPOT ms",
+    "ttft_p99_ms": "P99 TTFT ms",
+    "goodput_rps": "goodput req/s",
+}
 slos = (slo_ttft, slo_tpot)
 if spec_refused is None:
     st.caption(_seed_check())
@@ -289,11 +297,15 @@ f2.plotly_chart(
     key="load_ttft",
 )
 f1.plotly_chart(figures_load.goodput_vs_load(table), key="load_goodput")
+# The load column this kind of load does not set (rate or concurrency) is all empty:
+# shown without it; the download keeps the `serve` command's columns.
+every = table.dropna(axis=1, how="all").round(3)
 with f2:
-    st.markdown("**Every point**")
-    # The load column this kind of load does not set (rate or concurrency) is all empty:
-    # shown without it; the download keeps the `serve` command's columns.
-    st.dataframe(table.dropna(axis=1, how="all").round(3), hide_index=True, key="load_table")
+    st.markdown("**Every point** (P99s and goodput; all columns below and in the CSV)")
+    # A static table wraps its headers to fit half a page at 1024 px; a grid of even these
+    # five columns scrolled there, and of every column it was cut off (issue 27, Layout).
+    brief = every[[c for c in POINT_COLUMNS if c in every.columns]].rename(columns=POINT_NAMES)
+    st.table(brief.style.format(precision=1).hide(axis="index"))
     st.download_button(
         "Download load & SLO table (CSV)",
         table.to_csv(index=False).encode(),
@@ -301,3 +313,5 @@ with f2:
         mime="text/csv",
         key="load_download",
     )
+with st.expander("Every point, all columns"):
+    st.dataframe(every, hide_index=True, key="load_table")

@@ -83,19 +83,29 @@ for label, (name, data) in options.items():
         {
             "profile": label,
             "device": p.device.name,
-            "kind": p.device.kind,
-            "dtype": p.settings.dtype,
-            "CUDA graphs": p.settings.cuda_graphs,
+            # Kind, dtype and graphs in one cell, the grid in another: eleven columns were
+            # cut off at 1024 px (issue 27, Layout).
+            "setup": f"{p.device.kind} {p.settings.dtype}"
+            + (", CUDA graphs" if p.settings.cuda_graphs else ""),
             "models": ", ".join(m.id for m in p.models),
-            "points": len(ok),
-            "batch": f"{ok['batch'].min()}-{ok['batch'].max()}" if len(ok) else "",
-            "query_len": ", ".join(str(v) for v in sorted(ok["query_len"].unique())),
+            "measured": f"{len(ok)} points"
+            + (
+                f", batch {ok['batch'].min()}-{ok['batch'].max()}, q "
+                + ", ".join(str(v) for v in sorted(ok["query_len"].unique()))
+                if len(ok)
+                else ""
+            ),
             "draft in loop": len(p.draft_in_loop),
-            "created": p.created,
+            "created": str(p.created)[:10],
         }
     )
 if rows:
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="profiles_table")
+    # A static table wraps long names and fits the page at 1024 px; a grid cut them off. Its
+    # cells are Markdown: the names from a file are escaped to show as the characters they are.
+    table = pd.DataFrame(rows)
+    for column in ("profile", "device", "setup", "models", "measured", "created"):
+        table[column] = table[column].map(widgets.plain)
+    st.table(table.style.hide(axis="index"))
 
 # ------------------------------------------------------- how close to the hardware each got
 for label, (p, _) in parsed.items():
@@ -145,9 +155,15 @@ if parsed:
     st.subheader("Latency against batch, measured and predicted")
     labels = list(parsed)
     uploaded = [lb for lb in labels if lb.startswith("uploaded: ")]
-    preferred = state.label if state.label in labels else (uploaded or labels)[0]
-    c = st.columns([1.2, 1, 0.8, 1.5])
-    label = c[0].selectbox("Profile", labels, index=labels.index(preferred), key="plot_profile")
+    if st.session_state.get("plot_profile") not in labels:
+        # The box's value lives in the session state alone (an upload sets it above), so it
+        # takes no default: Streamlit warns when a widget has both.
+        st.session_state["plot_profile"] = (
+            state.label if state.label in labels else (uploaded or labels)[0]
+        )
+    # Two rows: a profile's label and the query lengths were cut in four columns at 1024 px.
+    c = st.columns([2, 1]) + st.columns([1, 2])
+    label = c[0].selectbox("Profile", labels, key="plot_profile")
     profile, key = parsed[label]
     model_ids = [m.id for m in profile.models]
     model_id = c[1].selectbox("Model", model_ids, key=f"plot_model:{label}")

@@ -54,13 +54,13 @@ SHOWN = {
     "method": "method",
     "k": "K",
     "batch_size": "batch",
-    "status": "status",
     "speedup": "speedup [x]",
-    "monthly_saving_usd": "saving $/month",
+    "cost_per_mtok_spec": "$/1M tok after",
     "replicas_spec": "replicas",
     "monthly_cost_spec_usd": "$/month",
+    "monthly_saving_usd": "saving $/month",
+    "status": "status",
     "cost_per_mtok_baseline": "$/1M tok before",
-    "cost_per_mtok_spec": "$/1M tok after",
     # Then how it gets there.
     "alpha": "α (i.i.d., same τ at this K)",
     "spec_tpot_ms": "TPOT [ms]",
@@ -167,7 +167,9 @@ config = {
         "α", min_value=0.0, max_value=1.0, step=0.001, format="%.3f"
     ),
     "acceptance_per_position": st.column_config.TextColumn(
-        "per-position", help="p1;p2;... instead of α (leave α empty then)"
+        "per-position",
+        help="p1;p2;... instead of α (leave α empty then); the CSV holds every position",
+        width="small",
     ),
     "batch_size": st.column_config.NumberColumn("batch", min_value=1, step=1),
     "prompt_len": st.column_config.NumberColumn("prompt", min_value=0, step=1),
@@ -246,7 +248,7 @@ st.dataframe(
         "$/1M tok after": st.column_config.NumberColumn(format="%.3f"),
         "$/month": st.column_config.NumberColumn(format="%.0f"),
         "saving $/month": st.column_config.NumberColumn(format="%.0f"),
-        "status": st.column_config.TextColumn(width="medium"),
+        "status": st.column_config.TextColumn(width="small"),
         "pre-flight": st.column_config.TextColumn(width="large"),
     },
 )
@@ -258,7 +260,9 @@ which = c1.selectbox(
     key="report_check_row",
     persist_state="session",
 )
-widgets.checklist_panel(report.iloc[int(which) - 1].to_dict(), title=None, horizontal=True)
+widgets.checklist_panel(
+    report.iloc[int(which) - 1].to_dict(), title=None, horizontal=True, per_row=3
+)
 library_saves.report_bar(
     edited.dropna(how="all"),
     report,
@@ -308,7 +312,7 @@ st.caption(
 )
 d1, d2, _ = st.columns([1, 1, 2])
 d1.download_button(
-    "Download sizing report (CSV)",
+    "Report (CSV)",
     csv_text,
     file_name="specplan-report.csv",
     mime="text/csv",
@@ -317,7 +321,7 @@ d1.download_button(
     key="download_report",
 )
 d2.download_button(
-    "Download launch config",
+    "Launch config",
     launch_text,
     file_name="specplan-launch.txt",
     mime="text/plain",

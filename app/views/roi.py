@@ -240,7 +240,9 @@ if row["status"] != "ok":
 if not bool(row["fits"]):
     st.warning(f"Does not fit: {widgets.plain(row['warnings'] or 'batch exceeds the KV cache')}.")
 
-left, right = st.columns([2.6, 1], gap="large")
+# The checklist goes under the metrics, three to a row: as a narrow column beside them it
+# left a large empty block under the metrics and squeezed their labels at 1024 px.
+left = st.container()
 with left:
     st.subheader(
         f"K = {k}"
@@ -318,8 +320,7 @@ with left:
     fractional = _fractional_saving(row, migration_usd, ranged)
     if fractional is not None:
         st.caption(fractional)
-with right:
-    widgets.checklist_panel(row)
+widgets.checklist_panel(row, horizontal=True, per_row=3)
 
 c1, c2 = st.columns(2)
 if k_grid is not None:
@@ -398,16 +399,24 @@ with c2:
                 row["cost_per_mtok_spec"],
             ],
         },
+        # Short labels and narrow columns: in half a page at 1024 px the speculative column
+        # was cut off (issue 27, Layout).
         index=[
             "TPOT [ms]",
-            "tokens/s per user",
-            "tokens/s per replica",
-            "max concurrency [seqs]",
-            "KV capacity [tokens]",
-            "$ per 1M tokens",
+            "tok/s per user",
+            "tok/s per replica",
+            "max seqs",
+            "KV [tokens]",
+            "$ per 1M tok",
         ],
     )
-    st.dataframe(details.round(2), key="roi_details", width="stretch")
+    narrow = st.column_config.NumberColumn(width="small", format="%.6g")
+    st.dataframe(
+        details.round(2),
+        key="roi_details",
+        width="stretch",
+        column_config={"baseline": narrow, "speculative": narrow},
+    )
     st.caption(
         f"Steps: target {row['target_step_ms']:.2f} ms, draft {row['draft_step_ms']:.2f} ms, "
         f"verify {row['verify_step_ms']:.2f} ms; per engine step, prefill "

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
 import pytest
+from streamlit.elements.lib import policies
 from streamlit.testing.v1 import AppTest
 
 from simulator.profile import SCHEMA, profile_from_dict, profile_to_csv, profile_to_json
@@ -38,6 +40,24 @@ def app():
         return at
 
     return make
+
+
+@pytest.fixture
+def state_warnings(monkeypatch):
+    """Streamlit's 'created with a default value but also had its value set via the
+    Session State API' log lines (Streamlit logs the first one per process only)."""
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    records: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    logger = logging.getLogger(policies.__name__)
+    handler = Collect(level=logging.WARNING)
+    logger.addHandler(handler)
+    yield records
+    logger.removeHandler(handler)
 
 
 def visit_and_return(at, page: str, via: str = "roi") -> None:

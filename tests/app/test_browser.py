@@ -8,22 +8,14 @@ Screenshots go to artifacts/screenshots/ (gitignored); their paths are printed.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-ENTRY = ROOT / "app" / "streamlit_app.py"
+from tests.app.browser_harness import CHROMIUM, ROOT, require_browser, serve
+
 SHOTS = ROOT / "artifacts" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -38,80 +30,12 @@ VIEWPORT = {"width": 1600, "height": 2000}
 pytestmark = pytest.mark.browser
 
 
-def _require_browser():
-    missing = []
-    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
-        missing.append(f"Chromium ({CHROMIUM}; apt-get install -y chromium)")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        missing.append("the playwright Python package")
-    if missing:
-        message = "browser test needs " + " and ".join(missing)
-        if os.environ.get("CI"):
-            pytest.fail(message + " (CI is set: .ci/run installs Chromium)")
-        pytest.skip(message)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """The app served by `python -m streamlit run` on a free 127.0.0.1 port."""
-    _require_browser()
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
-    log = open(log_path, "w")  # noqa: SIM115 - closed in the teardown below
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ENTRY),
-            "--server.headless",
-            "true",
-            "--server.address",
-            "127.0.0.1",
-            "--server.port",
-            str(port),
-            "--server.fileWatcherType",
-            "none",
-            "--browser.gatherUsageStats",
-            "false",
-            "--client.toolbarMode",
-            "viewer",
-        ],
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.read() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"Streamlit did not start; log:\n{log_path.read_text()}")
-            time.sleep(0.3)
+    require_browser()
+    with serve(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def _settle(page, *, charts: bool = False) -> None:
@@ -242,7 +166,7 @@ def test_every_page_in_chromium(server, tmp_path, profile_json):
             _no_exception(page, "Reports")
             expect(page.get_by_text("Tokenizers match")).to_be_visible()
             with page.expect_download() as dl:
-                page.get_by_role("button", name="Download sizing report (CSV)").click()
+                page.get_by_role("button", name="Report (CSV)").click()
             saved = tmp_path / "report.csv"
             dl.value.save_as(saved)
             assert dl.value.suggested_filename == "specplan-report.csv"

@@ -99,6 +99,11 @@ def test_cost_before_after_has_both_cases_in_both_panels():
     assert list(fig.data[0].x) == ["baseline", "speculative"]
     np.testing.assert_allclose(fig.data[0].y, [2.0, 1.0])
     np.testing.assert_allclose(fig.data[1].y, [7000.0, 3500.0])
+    # Issue 27, Layout: the halves' names sat centred above them and ran into each other at
+    # 1024 px; each is now its own x axis title, under its own half.
+    assert fig.layout.xaxis.title.text == "$ per 1M tokens"
+    assert fig.layout.xaxis2.title.text == "$ per month"
+    assert not fig.layout.annotations
 
 
 def test_memory_breakdown_stacks_components_per_configuration():
@@ -276,3 +281,24 @@ def test_best_k_chart_has_whole_k_ticks_and_no_zero_labels():
     fig = figures.best_k_by_batch(best)
     assert fig.layout.yaxis.dtick == 1
     assert list(fig.data[0].text) == ["3", "1", ""]
+
+
+def test_a_log_latency_axis_within_one_decade_has_three_visible_ticks():
+    """Issue 27, Layout: the Profiles chart's log axis showed one tick (500) for latencies of
+    180-750 ms; the ticks are now inside the axis's own range, at least three of them."""
+    measured = pd.DataFrame(
+        {
+            "query_len": [1, 1, 1],
+            "batch": [1, 2, 4],
+            "median_ms": [250.0, 400.0, 600.0],
+            "p10_ms": [180.0, 300.0, 500.0],
+            "p90_ms": [300.0, 750.0, 700.0],
+        }
+    )
+    predicted = pd.DataFrame(
+        {"query_len": [1, 1], "batch": [1, 4], "ms": [240.0, 620.0], "curve": "fitted roofline"}
+    )
+    axis = figures.profile_latency(measured, predicted).layout.yaxis
+    low, high = 10 ** axis.range[0], 10 ** axis.range[1]
+    shown = [t for t in axis.tickvals if low <= t <= high]
+    assert len(shown) >= 3, (axis.tickvals, low, high)

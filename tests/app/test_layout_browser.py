@@ -1,8 +1,10 @@
-"""Every page at 1024, 1280 and 1600 px wide in Chromium, sidebar open: no metric's value
-or label is cut off (issue 27, Layout). Screenshots go to artifacts/screenshots/layout-*.
+"""Every page at 1024, 1280 and 1600 px wide in Chromium, sidebar open (issue 27, Layout):
+no metric's value or label and no button's label is cut off, no two texts of a chart
+(title, axis titles, notes) overlap, and no table meant to fit is wider than its box.
+Screenshots go to artifacts/screenshots/layout-*.
 
 A cut is text wider than its box (scrollWidth > clientWidth), as Streamlit's ellipsis
-shows it ("$2.…", "VRAM for specu…")."""
+shows it ("$2.…", "VRAM for specu…", "Download …")."""
 
 from __future__ import annotations
 
@@ -28,17 +30,67 @@ CUT = """els => els.filter(e => {
 }).map(e => e.innerText)"""
 
 
+CHART_TEXTS = """charts => charts.flatMap(chart => {
+    const texts = [...chart.querySelectorAll(
+        '.gtitle, .g-xtitle text, .g-ytitle text, .g-x2title text, .g-y2title text, '
+        + '.annotation-text'
+    )].filter(t => t.textContent.trim());
+    const boxes = texts.map(t => [t.textContent, t.getBoundingClientRect()]);
+    const hits = [];
+    for (let i = 0; i < boxes.length; i++) {
+        for (let j = i + 1; j < boxes.length; j++) {
+            const [a, r] = boxes[i], [b, q] = boxes[j];
+            const w = Math.min(r.right, q.right) - Math.max(r.left, q.left);
+            const h = Math.min(r.bottom, q.bottom) - Math.max(r.top, q.top);
+            if (w > 1 && h > 1) hits.push(a + ' / ' + b);
+        }
+    }
+    const edge = chart.getBoundingClientRect().right;
+    for (const [text, r] of boxes) {
+        if (r.right > edge + 1) hits.push(text + ' runs past the chart');
+    }
+    return hits;
+})"""
+WIDE_TABLES = """tables => tables.filter(t => {
+    if (!t.checkVisibility()) return false;  // in a closed expander
+    const s = t.dataset.testid === 'stTable' ? t : t.querySelector('.dvn-scroller');
+    if (!s) return false;  // a grid not drawn (closed expander): nothing to see
+    return s.scrollWidth > s.clientWidth + 1;
+}).map(t => [...t.querySelectorAll('[role=columnheader], th')]
+    .map(h => h.textContent.trim()).filter(Boolean).slice(0, 3).join(', '))"""
+SCROLLING_BY_DESIGN = ("target, method, draft", "target, method, K", "arm, rate, requests")
+"""Grids of every input or output column (by their first headers): they scroll sideways,
+with what a user decides on first (the Reports results) or beside them in a table that
+fits (Load & SLO)."""
+
+
 def _cut(page) -> list[str]:
-    metrics = page.get_by_test_id("stMain").locator(
-        "[data-testid='stMetricValue'], [data-testid='stMetricLabel']"
+    main = page.get_by_test_id("stMain")
+    metrics = main.locator(
+        "[data-testid='stMetricValue'], [data-testid='stMetricLabel'], "
+        "[data-testid='stMetricDelta']"
     )
-    return metrics.evaluate_all(CUT)
+    buttons = main.locator(
+        "[data-testid='stDownloadButton'] button, [data-testid='stButton'] button"
+    )
+    return metrics.evaluate_all(CUT) + buttons.evaluate_all(CUT)
 
 
-def test_no_metric_is_cut_at_common_widths(server):
+def _overlapping_chart_texts(page) -> list[str]:
+    return page.get_by_test_id("stPlotlyChart").evaluate_all(CHART_TEXTS)
+
+
+def _tables_wider_than_their_box(page) -> list[str]:
+    tables = page.get_by_test_id("stMain").locator(
+        "[data-testid='stDataFrame'], [data-testid='stTable']"
+    )
+    return [t for t in tables.evaluate_all(WIDE_TABLES) if not t.startswith(SCROLLING_BY_DESIGN)]
+
+
+def test_no_metric_is_cut_no_chart_text_overlaps_no_table_is_clipped(server):
     from playwright.sync_api import sync_playwright
 
-    cut = {}
+    cut, overlaps, clipped = {}, {}, {}
     with sync_playwright() as p:
         chromium = p.chromium.launch(
             executable_path=browser.CHROMIUM, headless=True, args=browser.CHROMIUM_ARGS
@@ -55,10 +107,18 @@ def test_no_metric_is_cut_at_common_widths(server):
                     browser._no_exception(page, f"{title} at {width}")
                     slug = title.lower().replace(" ", "-").replace("&", "and")
                     browser._shot(page, f"layout-{width}-{slug}")
-                    found = _cut(page)
-                    if found:
-                        cut[(width, title)] = found
+                    for defects, found in (
+                        (cut, _cut(page)),
+                        (overlaps, _overlapping_chart_texts(page)),
+                        (clipped, _tables_wider_than_their_box(page)),
+                    ):
+                        if found:
+                            defects[(width, title)] = found
                 page.close()
         finally:
             chromium.close()
-    assert not cut, cut
+    assert not (cut or overlaps or clipped), {
+        "cut": cut,
+        "overlapping chart texts": overlaps,
+        "tables wider than their box": clipped,
+    }

@@ -4,29 +4,14 @@ profile and reopen the report with the same numbers."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-import time
-import urllib.request
-from contextlib import contextmanager
 from urllib.parse import quote
 
 import pytest
 
 from library import open_library
-from tests.app.test_browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    ENTRY,
-    ROOT,
-    VIEWPORT,
-    _free_port,
-    _no_exception,
-    _require_browser,
-    _settle,
-)
+from tests.app.browser_harness import CHROMIUM, require_browser, serve
+from tests.app.test_browser import CHROMIUM_ARGS, VIEWPORT, _no_exception, _settle
 
 pytestmark = pytest.mark.browser
 PROFILE_NAME = "team cpu"
@@ -35,37 +20,9 @@ SCENARIO = "gpu=cpu&target=llama-3.2-1b&method=ngram&num_gpus=1"
 """A scenario on the profile's device (a CPU), small enough to run there."""
 
 
-@contextmanager
 def _serve(db_url: str, log_path):
     """The dashboard on a free 127.0.0.1 port with this library; stopped on exit."""
-    port = _free_port()
-    env = {**os.environ, "SPECPLAN_DB_URL": db_url, "SPECPLAN_USER": "ana"}
-    args = [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.headless", "true"]
-    args += ["--server.address", "127.0.0.1", "--server.port", str(port)]
-    args += ["--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]
-    with open(log_path, "a") as log:
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                        if r.read() == b"ok":
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"Streamlit did not start; log:\n{log_path.read_text()}")
-                time.sleep(0.3)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    return serve(log_path, env={"SPECPLAN_DB_URL": db_url, "SPECPLAN_USER": "ana"})
 
 
 def _save_in_expander(page, expander: str, name: str, button: str) -> None:
@@ -137,7 +94,7 @@ def _after_restart(page, url: str) -> None:
 def test_profile_scenario_and_report_survive_a_restart(tmp_path, profile_json):
     from playwright.sync_api import sync_playwright
 
-    _require_browser()
+    require_browser()
     db_url = f"sqlite:///{tmp_path / 'team.db'}"
     profile_path = tmp_path / "cpu-profile.json"
     profile_path.write_bytes(profile_json)

@@ -6,11 +6,9 @@ method sets the acceptance input without Streamlit's default-plus-Session-State 
 from __future__ import annotations
 
 import csv
-import logging
 import math
 
 import pytest
-from streamlit.elements.lib import policies
 from streamlit.testing.v1.element_tree import Selectbox
 
 from app import sim, widgets
@@ -125,24 +123,6 @@ def test_ngram_from_the_link_matches_ngram_chosen_in_the_sidebar(app):
 
 
 # ---------------------------------------------------------------- no Session State warning
-@pytest.fixture
-def state_warnings(monkeypatch):
-    """Streamlit's 'created with a default value but also had its value set via the
-    Session State API' log lines (Streamlit logs the first one per process only)."""
-    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
-    records: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record):
-            records.append(record.getMessage())
-
-    logger = logging.getLogger(policies.__name__)
-    handler = Collect(level=logging.WARNING)
-    logger.addHandler(handler)
-    yield records
-    logger.removeHandler(handler)
-
-
 def test_changing_method_target_and_workload_logs_no_session_state_warning(app, state_warnings):
     at = app()
     for key, value in [

@@ -14,7 +14,7 @@ def test_page_draws_latency_and_goodput_from_the_simulation(app, charts):
     at = app("load", state={"load_points": 3, "load_requests": 100})
     figs = charts(at)
     assert {"load_tpot", "load_ttft", "load_goodput"} <= set(figs)
-    table = at.dataframe[0].value
+    table = at.dataframe[-1].value
     assert set(table["arm"]) == {"baseline", "spec"}
     assert len(table) == 6
     # A request rate sets no concurrency: the empty column is not shown.
@@ -110,12 +110,12 @@ def test_a_new_k_simulates_the_speculative_arm_alone(app, serving_runs):
     at = app("load", state={"load_points": 3, "load_requests": 100})
     # Three loads per arm, and the highest once more with another seed (the P99 check).
     assert sorted(ran) == [0, 0, 0, 0, 3, 3, 3, 3]
-    before = at.dataframe[0].value
+    before = at.dataframe[-1].value
     ran.clear()
     at.number_input(key="load_k").set_value(5).run()
     assert not at.exception
     assert ran == [5, 5, 5, 5]  # the baseline's runs are the ones already made
-    after = at.dataframe[0].value
+    after = at.dataframe[-1].value
     baseline = before["arm"] == "baseline"
     pd.testing.assert_frame_equal(
         before[baseline].reset_index(drop=True),
@@ -138,7 +138,7 @@ def test_requests_longer_than_the_kv_cache_are_refused_not_simulated_for_ever(ap
         },
         state={"load_points": 2, "load_requests": 300},
     )
-    table = at.dataframe[0].value
+    table = at.dataframe[-1].value
     assert table["refused"].max() >= 1
     assert any(
         "longer (prompt and output) than the context window or the KV" in w.value
@@ -163,7 +163,7 @@ def test_a_speculative_arm_that_cannot_run_leaves_the_baseline_and_claims_nothin
         state={"load_points": 2, "load_requests": 100},
     )
     assert not at.error
-    table = at.dataframe[0].value
+    table = at.dataframe[-1].value
     assert set(table["arm"]) == {"baseline"} and len(table) == 2
     warned = " ".join(w.value for w in at.warning).replace("\\", "")
     assert (
@@ -190,3 +190,12 @@ def test_the_pages_defaults_are_the_clis(app):
     assert at.number_input(key="load_requests").value == cli.requests
     assert at.selectbox(key="length_kind").value == cli.lengths
     assert at.number_input(key="acceptance_spread").value == default_acceptance_spread("eagle")
+
+
+def test_the_points_table_beside_the_charts_shows_what_fits_half_a_page(app):
+    """Issue 27, Layout: the points table beside the goodput chart was clipped (eleven
+    columns in half a page); it shows the P99s and goodput, the full table is below."""
+    at = app("load", state={"load_points": 3, "load_requests": 100})
+    brief, full = at.table[0].value, at.dataframe[-1].value
+    assert list(brief.columns) == ["arm", "req/s", "P99 TPOT ms", "P99 TTFT ms", "goodput req/s"]
+    assert len(brief) == len(full) and len(full.columns) > len(brief.columns)

@@ -225,3 +225,12 @@ def test_plain_leaves_nothing_for_markdown_to_read():
     assert "://" not in escaped and "www." not in escaped and f"{WORD_JOINER}@" in escaped
     assert "\n" not in escaped
     assert shown(escaped) == text.replace("\n", " ")
+
+
+def test_an_upload_logs_no_session_state_warning(app, profile_json, state_warnings):
+    """Issue 27: a new upload is put in the plot's Profile box through the session state;
+    the box must not also be given a default, or Streamlit logs a warning."""
+    at = _upload(app("profiles"), [("cpu.json", profile_json, "application/json")])
+    assert at.selectbox(key="plot_profile").value == "uploaded: cpu.json"
+    _upload(at, [("cpu.json", profile_json, "application/json"), ("cpu.csv", b"", "text/csv")])
+    assert not [r for r in state_warnings if "default value" in r], state_warnings

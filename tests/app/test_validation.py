@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -135,6 +136,17 @@ def test_trace_names_from_the_file_show_literally():
     names = [t.name for t in fv.predicted_vs_measured(df).data]
     assert "&lt;a href='http://example.com'&gt;x&lt;/a&gt;, code" in names
     assert not any("<a" in n for n in names)
+
+
+def test_the_scatter_of_the_published_set_uses_small_round_markers():
+    """Issue 27, Layout: batch 256 drew 22 px squares that covered the points beside them."""
+    text = H + "\n" + "\n".join(f"spec,chat,{b},3,1.5,1.4" for b in (1, 16, 256, 512)) + "\n"
+    fig = fv.predicted_vs_measured(fv.read_validation_csv(text.encode()))
+    points = [t for t in fig.data if t.mode == "markers"]
+    assert points
+    for trace in points:
+        assert trace.marker.symbol != "square"
+        assert max(np.atleast_1d(trace.marker.size)) <= 13
 
 
 def test_an_upload_with_other_modes_shows_all_its_points(app):
