@@ -150,7 +150,8 @@ def test_gpu_count_changes_capacity_as_predicted(app, gpus):
 
 
 def test_p99_sizing_counts_replicas_from_the_simulated_rate(app):
-    from simulator.serving import Lengths, max_rate_at_slo
+    from simulator.serving import Lengths
+    from simulator.tails import max_rate_at_slo
 
     at = app("sizer", state={"size_on": "P99 at the SLO (request-level simulation)"})
     assert not at.exception
@@ -164,7 +165,8 @@ def test_p99_sizing_counts_replicas_from_the_simulated_rate(app):
         speculative=True,
         slo_ttft_ms=2000.0,
         slo_tpot_ms=20.0,
-    )
+        acceptance_spread=0.1,
+    ).rate
     assert rates[True] == pytest.approx(expected, rel=1e-9)
     shown = {m.label: m.value for m in at.metric}
     demand = 2_000_000 / 86400
