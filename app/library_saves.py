@@ -16,9 +16,9 @@ import pandas as pd
 import streamlit as st
 
 from app import widgets
+from app.library_open import library
 from app.library_ui import (
     guarded,
-    library,
     rerun_message,
     session_only_note,
     show_message,

@@ -11,53 +11,15 @@ Everything a user typed is shown through `widgets.plain`.
 from __future__ import annotations
 
 import functools
-import time
 from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
 
 from app import sim, widgets
+from app.library_open import library
 from library.errors import LibraryError
 from simulator.errors import InputError
-
-LIBRARY = "library: "
-"""Calibration label prefix of a kept profile: LIBRARY plus its name."""
-LINK_PREFIX = "library:"
-"""A link's `profile=library:NAME` names a kept profile."""
-RETRY_S = 30.0
-"""After a failed open, how long pages use the session alone before trying again."""
-_failed: dict[str, tuple[float, str]] = {}
-
-
-@st.cache_resource(show_spinner=False)
-def _open(url: str):
-    from library.store import open_library
-
-    return open_library(url)
-
-
-def library():
-    """(the open Library or None, why there is none)."""
-    from library.location import configured_url, shown_url
-
-    url = configured_url()
-    if url is None:
-        return None, "the library is switched off (SPECPLAN_DB_URL=off)"
-    failed = _failed.get(url)
-    if failed and time.monotonic() - failed[0] < RETRY_S:
-        return None, failed[1]
-    try:
-        lib = _open(url)
-    except LibraryError as exc:
-        _failed[url] = (time.monotonic(), str(exc))
-        return None, str(exc)
-    except Exception as exc:  # a driver error the store did not foresee: still start
-        why = f"cannot open {shown_url(url)}: {type(exc).__name__}: {exc}"
-        _failed[url] = (time.monotonic(), why)
-        return None, why
-    _failed.pop(url, None)
-    return lib, ""
 
 
 def guarded(section):
@@ -124,37 +86,6 @@ def when(t) -> str:
 
 
 # ---------------------------------------------------------------------------- profiles
-@st.cache_data(show_spinner=False, max_entries=32)
-def _kept_bytes(url_key: str, name: str, content_hash: str) -> bytes:
-    lib, _ = library()
-    return lib.content("profile", name)
-
-
-def kept_profile(name: str) -> tuple[str, bytes] | None:
-    """(name, bytes) of the kept profile `name`, or None (no library, or no such entry)."""
-    lib, _ = library()
-    if lib is None:
-        return None
-    try:
-        entry = lib.get("profile", name)
-        return name, _kept_bytes(lib.where, name, entry.content_hash)
-    except LibraryError:
-        return None
-
-
-def link_profile(label: str) -> str | None:
-    """The link's `profile` value for a kept profile's calibration label, else None."""
-    return LINK_PREFIX + label.removeprefix(LIBRARY) if label.startswith(LIBRARY) else None
-
-
-def label_from_link(value: str) -> str | None:
-    """The calibration label a link's `profile=library:NAME` stands for, if it is kept."""
-    if not value.startswith(LINK_PREFIX):
-        return None
-    name = value.removeprefix(LINK_PREFIX)
-    return LIBRARY + name if kept_profile(name) is not None else None
-
-
 def _save_uploads(lib, store: dict[str, bytes]) -> None:
     """A form that keeps one of this session's uploads under a name, with notes."""
     if not store:
@@ -179,7 +110,7 @@ def _save_uploads(lib, store: dict[str, bytes]) -> None:
 
 
 def _calibrate(name: str) -> None:
-    st.session_state[sim.CALIBRATE_KEY] = LIBRARY + name
+    st.session_state[sim.CALIBRATE_KEY] = sim.LIBRARY + name
 
 
 def _rename(lib, kind: str, name: str, key: str) -> None:
@@ -188,8 +119,8 @@ def _rename(lib, kind: str, name: str, key: str) -> None:
         lib.rename(kind, name, new)
         rerun_message("profiles", f"Renamed '{name}' to '{new.strip()}'.")
         st.session_state["library_entry"] = f"{kind}: {new.strip()}"
-        if st.session_state.get(sim.CALIBRATE_KEY) == LIBRARY + name:
-            st.session_state[sim.CALIBRATE_KEY] = LIBRARY + new.strip()
+        if st.session_state.get(sim.CALIBRATE_KEY) == sim.LIBRARY + name:
+            st.session_state[sim.CALIBRATE_KEY] = sim.LIBRARY + new.strip()
     except InputError as exc:
         rerun_message("profiles", f"Not renamed: {exc}", ok=False)
 
@@ -207,7 +138,7 @@ def _delete(lib, kind: str, name: str) -> None:
         lib.delete(kind, name)
         rerun_message("profiles", f"Deleted '{name}'.")
         st.session_state.pop("library_entry", None)
-        if st.session_state.get(sim.CALIBRATE_KEY) == LIBRARY + name:
+        if st.session_state.get(sim.CALIBRATE_KEY) == sim.LIBRARY + name:
             st.session_state[sim.CALIBRATE_KEY] = sim.NO_PROFILE
     except InputError as exc:
         rerun_message("profiles", f"Not deleted: {exc}", ok=False)
@@ -285,7 +216,7 @@ def _entry_actions(lib, table: pd.DataFrame) -> None:
         c[0].button(
             "Calibrate with this", key="library_calibrate", on_click=_calibrate, args=(e.name,)
         )
-        c[0].markdown(f"[Link](/profiles?profile={quote(LINK_PREFIX + e.name, safe='')})")
+        c[0].markdown(f"[Link](/profiles?profile={quote(sim.LINK_PREFIX + e.name, safe='')})")
     # Keys per entry: choosing another entry never carries a typed name, notes or a
     # ticked confirmation over to it.
     new_key, notes_key = f"library_new_name:{e.id}", f"library_notes:{e.id}"

@@ -16,7 +16,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app.library_open import library
 from app.presets import Prior, pick_prior
+from library.errors import LibraryError
 from simulator.calibration import Calibration, match_gpu_id
 from simulator.catalog import (
     DATA_DIR,
@@ -180,10 +182,8 @@ def profile_option(label: str) -> tuple[str, bytes] | None:
         name = label.removeprefix(UPLOADED)
         data = uploaded_profiles().get(name)
         return None if data is None else (name, data)
-    from app import library_ui
-
-    if label.startswith(library_ui.LIBRARY):
-        return library_ui.kept_profile(label.removeprefix(library_ui.LIBRARY))
+    if label.startswith(LIBRARY):
+        return kept_profile(label.removeprefix(LIBRARY))
     return None
 
 
@@ -399,3 +399,41 @@ def published_error_band(batches, speedups) -> pd.DataFrame | None:
     b = np.asarray(batches, dtype=float)
     s = np.asarray(speedups, dtype=float)
     return pd.DataFrame({"batch_size": b, "low": s * (1 - width), "high": s * (1 + width)})
+
+
+# ------------------------------------------------------------ profiles kept in the library
+LIBRARY = "library: "
+"""Calibration label prefix of a kept profile: LIBRARY plus its name."""
+LINK_PREFIX = "library:"
+"""A link's `profile=library:NAME` names a kept profile."""
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _kept_bytes(url_key: str, name: str, content_hash: str) -> bytes:
+    lib, _ = library()
+    return lib.content("profile", name)
+
+
+def kept_profile(name: str) -> tuple[str, bytes] | None:
+    """(name, bytes) of the kept profile `name`, or None (no library, or no such entry)."""
+    lib, _ = library()
+    if lib is None:
+        return None
+    try:
+        entry = lib.get("profile", name)
+        return name, _kept_bytes(lib.where, name, entry.content_hash)
+    except LibraryError:
+        return None
+
+
+def link_profile(label: str) -> str | None:
+    """The link's `profile` value for a kept profile's calibration label, else None."""
+    return LINK_PREFIX + label.removeprefix(LIBRARY) if label.startswith(LIBRARY) else None
+
+
+def label_from_link(value: str) -> str | None:
+    """The calibration label a link's `profile=library:NAME` stands for, if it is kept."""
+    if not value.startswith(LINK_PREFIX):
+        return None
+    name = value.removeprefix(LINK_PREFIX)
+    return LIBRARY + name if kept_profile(name) is not None else None

@@ -911,9 +911,7 @@ def _profile_from_link() -> None:
     name = st.query_params.get(PROFILE_PARAM)
     if sim.CALIBRATE_KEY in ss or name is None:
         return
-    from app import library_ui
-
-    kept = library_ui.label_from_link(name)
+    kept = sim.label_from_link(name)
     if name in sim.bundled_profile_paths():
         ss[sim.CALIBRATE_KEY] = sim.BUNDLED + name
     elif kept is not None:
@@ -924,10 +922,8 @@ def _profile_from_link() -> None:
 
 
 def _profile_to_link(label: str) -> None:
-    from app import library_ui
-
     bundled = label.removeprefix(sim.BUNDLED) if label.startswith(sim.BUNDLED) else None
-    _set_param(PROFILE_PARAM, bundled or library_ui.link_profile(label))
+    _set_param(PROFILE_PARAM, bundled or sim.link_profile(label))
 
 
 def _shown(name: str) -> str:

@@ -1,5 +1,5 @@
 """Errors and flag parsing shared by the profiler's commands: `python -m profiler run`
-(`profiler.cli`) and the ground-truth commands (`profiler.groundtruth`). Below both, so
+(`profiler.measure`) and the ground-truth commands (`profiler.groundtruth`). Below both, so
 neither imports the other's command line for them. Imports nothing of the profiler but
 its limits (`profiler.options`)."""
 

@@ -10,6 +10,6 @@
   all.
 
 May import `simulator`, the profiler's measuring modules and its errors and flag parsing
-(`profiler.flags`); it runs the profiler's own `run` command in process (`run_profile`)
-but parses no flag through `profiler.cli`.
+(`profiler.flags`); it runs the profiler's own `run` command in process (`run_profile`,
+through `profiler.measure.run_main`) and never imports the dispatcher, `profiler.cli`.
 """

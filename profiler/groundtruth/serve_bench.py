@@ -834,10 +834,10 @@ def profiler_argv(out: Path, settings: BenchSettings, *, device: str = "cpu") ->
 
 
 def run_profile(out: Path, settings: BenchSettings) -> Path:
-    from profiler.cli import main as profiler_main
+    from profiler.measure import run_main
 
     argv = profiler_argv(out, settings)
-    code = profiler_main(argv)
+    code = run_main(argv)
     if code:
         raise RuntimeError(f"python -m profiler {' '.join(argv)} exited with {code}")
     return out

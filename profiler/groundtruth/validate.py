@@ -411,10 +411,10 @@ def profiler_argv(out: Path, settings: ValidationSettings, *, device: str = "cpu
 
 def run_profile(out: Path, settings: ValidationSettings, *, device: str = "cpu") -> Path:
     """One pass of the profiler's own run, in this process."""
-    from profiler.cli import main as profiler_main
+    from profiler.measure import run_main
 
     argv = profiler_argv(out, settings, device=device)
-    code = profiler_main(argv)
+    code = run_main(argv)
     if code:
         raise RuntimeError(f"python -m profiler {' '.join(argv)} exited with {code}")
     return out

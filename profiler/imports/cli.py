@@ -103,9 +103,9 @@ def report(imported) -> str:
 
 
 def run_from_args(args: argparse.Namespace, argv: list[str]) -> int:
-    from profiler.cli import write_profile
     from profiler.imports import parse_file
     from profiler.imports.build import build
+    from profiler.measure import write_profile
 
     if args.out.suffix.lower() != ".json":
         args.parser.error(f"--out: '{args.out}' must end in .json (the CSV is written beside it)")

@@ -1,6 +1,6 @@
 """The highest request rate within the SLOs, by bisection on the log of the rate.
 
-As `serving.max_rate_at_slo` does, and as Vidur-Search does with one simulation per probe:
+As `tails.max_rate_at_slo` does, and as Vidur-Search does with one simulation per probe:
 probe a trickle (0.01 requests/s, or 1% of the ceiling), then the ceiling, then halve the
 interval in log space `iterations` times. With the ceiling 10^4 times the trickle, ten
 steps pin the rate to within 1% (10^(4/1024)); `step_ratio` gives the bound for any

@@ -151,7 +151,7 @@ def test_gpu_count_changes_capacity_as_predicted(app, gpus):
 
 def test_p99_sizing_counts_replicas_from_the_simulated_rate(app):
     from simulator.serve_defaults import acceptance_spread, default_lengths
-    from simulator.serving import max_rate_at_slo
+    from simulator.tails import max_rate_at_slo
 
     at = app("sizer", state={"size_on": "P99 at the SLO (request-level simulation)"})
     assert not at.exception
@@ -166,7 +166,7 @@ def test_p99_sizing_counts_replicas_from_the_simulated_rate(app):
         slo_ttft_ms=2000.0,
         slo_tpot_ms=20.0,
         acceptance_spread=acceptance_spread("eagle"),  # the Load page's and the CLI's
-    )
+    ).rate
     assert rates[True] == pytest.approx(expected, rel=1e-9)
     shown = {m.label: m.value for m in at.metric}
     demand = 2_000_000 / 86400

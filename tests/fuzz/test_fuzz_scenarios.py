@@ -3,7 +3,7 @@ and `predict` on a frame as the dashboard's editor passes it), the sweep flags (
 serve flags (`python -m simulator serve`).
 
 These parsers live in simulator/scenarios.py, simulator/sweep.py, simulator/serving.py and
-simulator/__main__.py;
+simulator/cli/;
 a failure here names the input, and the assertion says what was wrong with the result.
 """
 
@@ -22,7 +22,7 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator.__main__ import main
+from simulator.cli.main import main
 from simulator.predict import OUTPUT_COLUMNS, predict
 from simulator.scenarios import INPUT_COLUMNS
 from tests.fuzz.harness import FUZZ, NASTY_NUMBERS, check_predictions, nasty_text, run_case, warm
@@ -526,9 +526,10 @@ def test_scenario_blocks(picks, block, piece, source, sink):
     """`predict --in --out` reads, predicts and writes in blocks (and CSV text in pieces):
     for any block size the file holds what one `predict` call on the whole table gives;
     with `--report`, what the dashboard's report of that call holds."""
-    from simulator import __main__ as cli
     from simulator import io as table_io
     from simulator.catalog import default_models
+    from simulator.cli import common
+    from simulator.cli import predict as predict_command
     from simulator.reports import add_economics, add_preflight, read_report_csv, report_csv
 
     rows = [BASE[0], *(BLOCK_ROWS_POOL[i] for i in picks)]
@@ -541,19 +542,19 @@ def test_scenario_blocks(picks, block, piece, source, sink):
         table.to_parquet(src)
     expected = predict(table)
     if report:
-        demand = np.full(len(table), float(cli.REQUESTS_PER_DAY))
+        demand = np.full(len(table), float(predict_command.REQUESTS_PER_DAY))
         expected = read_report_csv(
             report_csv(add_preflight(add_economics(expected, demand), default_models()))
         )
 
     def case():
-        saved = cli.WRITE_BLOCK_ROWS, table_io.CSV_ROWS
-        cli.WRITE_BLOCK_ROWS, table_io.CSV_ROWS = block, piece
+        saved = common.WRITE_BLOCK_ROWS, table_io.CSV_ROWS
+        common.WRITE_BLOCK_ROWS, table_io.CSV_ROWS = block, piece
         argv = ["predict", "--in", str(src), "--out", str(out), *(["--report"] if report else [])]
         try:
             assert main(argv) == 0
         finally:
-            cli.WRITE_BLOCK_ROWS, table_io.CSV_ROWS = saved
+            common.WRITE_BLOCK_ROWS, table_io.CSV_ROWS = saved
         if report:
             return read_report_csv(out.read_text())
         return pd.read_csv(out) if sink == "csv" else pd.read_parquet(out)

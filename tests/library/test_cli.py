@@ -9,7 +9,7 @@ import pytest
 
 from library import open_library
 from library.kinds import save_report, save_scenario
-from simulator.__main__ import main
+from simulator.cli.main import main
 from tests.library.test_store import PROFILE, profile_bytes
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
-from profiler import cli, device
+from profiler import cli, device, measure
 from profiler.progress import Bar
 from simulator.profile import SCHEMA, load_profile
 
@@ -68,7 +68,7 @@ def test_the_readme_quick_start_is_a_small_grid_of_decode_and_verify_points():
     command = text[start : text.index("```", start)].replace("\\\n", " ")
     argv = shlex.split(command)[3:]
     args = cli.make_parser("run").parse_args(argv)
-    batches, ks, contexts = cli.grid_values(args)
+    batches, ks, contexts = measure.grid_values(args)
     assert args.device == "auto" and args.dtype == "bf16" and args.threads is None  # defaults
     assert len(batches) * (len(ks) + 1) * len(contexts) <= 32
     assert min(batches) == 1 and max(batches) == 64 and len(contexts) >= 2
@@ -352,7 +352,7 @@ def _no_setup(args):
 
 @pytest.mark.parametrize("where", ["folder", "csv-folder", "below-a-file"])
 def test_bad_out_exits_2_before_the_device_is_set_up(where, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_setup", _no_setup)
+    monkeypatch.setattr(measure, "_setup", _no_setup)
     (tmp_path / "afile").write_text("")
     (tmp_path / "p.csv").mkdir()
     out = {
@@ -367,7 +367,7 @@ def test_bad_out_exits_2_before_the_device_is_set_up(where, tmp_path, capsys, mo
 
 
 def test_out_in_a_read_only_folder_exits_2(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_setup", _no_setup)
+    monkeypatch.setattr(measure, "_setup", _no_setup)
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o555)
@@ -393,13 +393,13 @@ def test_out_in_a_read_only_folder_exits_2(tmp_path, capsys, monkeypatch):
     ],
 )
 def test_context_above_the_models_positions_exits_2(extra, words, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_setup", _no_setup)
+    monkeypatch.setattr(measure, "_setup", _no_setup)
     err = _fail(["run", "--device", "cpu", *extra], capsys)
     assert "--context" in err and words in err and "max_position_embeddings 512" in err
 
 
 def test_context_limit_comes_from_the_models_csv(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_setup", _no_setup)
+    monkeypatch.setattr(measure, "_setup", _no_setup)
     catalog = pd.read_csv(ROOT / "data/models.csv", dtype=str, keep_default_na=False)
     catalog.loc[catalog["id"] == "tiny", "max_position_embeddings"] = "100"
     path = tmp_path / "models.csv"
@@ -412,9 +412,9 @@ def test_context_limit_comes_from_the_models_csv(tmp_path, capsys, monkeypatch):
 
 
 def test_context_at_the_limit_and_models_without_one_pass_the_check(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "_setup", _no_setup)
+    monkeypatch.setattr(measure, "_setup", _no_setup)
     for target, context in (("specplan-byte-target", "512"), ("tiny", "100000")):
         # The flags pass, so the run reaches the device set-up, whose error ends the run
         # before the first point (exit 1, nothing written).
-        assert cli.main(["run", "--target", target, "--context", context]) == cli.EXIT_FAILED
+        assert cli.main(["run", "--target", target, "--context", context]) == measure.EXIT_FAILED
         assert "device was set up" in capsys.readouterr().err

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from profiler import cli, device, runner
+from profiler import cli, device, measure, runner
 from profiler import options as lim
 from profiler.timing import MAX_SAMPLES
 from simulator.profile import SCHEMA, load_profile
@@ -45,13 +45,13 @@ def _stop_at(monkeypatch, point: int, exc: BaseException) -> None:
     first call times the untimed warm-up point."""
     calls = [0]
 
-    def measure(*args, **kwargs):
+    def timed(*args, **kwargs):
         calls[0] += 1
         if calls[0] == point + 1:
             raise exc
         return REAL_MEASURE(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "measure", measure)
+    monkeypatch.setattr(runner, "measure", timed)
 
 
 def _files(folder: Path) -> list[str]:
@@ -99,7 +99,7 @@ def _no_setup(args):
     ],
 )
 def test_absurd_flags_exit_2_naming_the_flag_and_its_limit(extra, flag, words, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_setup", _no_setup)
+    monkeypatch.setattr(measure, "_setup", _no_setup)
     with pytest.raises(SystemExit) as info:
         cli.main(["run", "--target", "tiny", "--device", "cpu", *extra])
     assert info.value.code == 2
@@ -182,7 +182,7 @@ def test_ctrl_c_before_the_first_point_keeps_the_existing_file(tmp_path, monkeyp
     assert _run(out) == 0
     before = out.read_bytes(), out.with_suffix(".csv").read_bytes()
     _stop_at(monkeypatch, 1, KeyboardInterrupt())
-    assert _run(out) == cli.EXIT_INTERRUPTED
+    assert _run(out) == measure.EXIT_INTERRUPTED
     err = capsys.readouterr().err
     assert "before the first point" in err and "left as it was" in err
     assert (out.read_bytes(), out.with_suffix(".csv").read_bytes()) == before
@@ -191,7 +191,7 @@ def test_ctrl_c_before_the_first_point_keeps_the_existing_file(tmp_path, monkeyp
 
 def test_ctrl_c_before_the_first_point_writes_nothing(tmp_path, monkeypatch, capsys):
     _stop_at(monkeypatch, 1, KeyboardInterrupt())
-    assert _run(tmp_path / "tiny.json") == cli.EXIT_INTERRUPTED
+    assert _run(tmp_path / "tiny.json") == measure.EXIT_INTERRUPTED
     assert "nothing written" in capsys.readouterr().err
     assert _files(tmp_path) == []
 
@@ -199,7 +199,7 @@ def test_ctrl_c_before_the_first_point_writes_nothing(tmp_path, monkeypatch, cap
 def test_ctrl_c_at_point_n_writes_the_points_before_it(tmp_path, monkeypatch, capsys):
     out = tmp_path / "tiny.json"
     _stop_at(monkeypatch, 4, KeyboardInterrupt())
-    assert _run(out) == cli.EXIT_INTERRUPTED
+    assert _run(out) == measure.EXIT_INTERRUPTED
     assert "interrupted: wrote" in capsys.readouterr().err
     profile = load_profile(out)
     assert profile.schema == SCHEMA and len(profile.measurements) == 3
@@ -214,7 +214,7 @@ def test_ctrl_c_at_point_n_writes_the_points_before_it(tmp_path, monkeypatch, ca
 def test_an_error_mid_run_writes_the_points_before_it(exc, tmp_path, monkeypatch, capsys):
     out = tmp_path / "tiny.json"
     _stop_at(monkeypatch, 6, exc)
-    assert _run(out) == cli.EXIT_FAILED
+    assert _run(out) == measure.EXIT_FAILED
     err = capsys.readouterr().err
     assert f"stopped by {type(exc).__name__}: {exc}" in err and "wrote" in err
     assert len(load_profile(out).measurements) == 5
@@ -238,7 +238,7 @@ def test_an_error_in_the_draft_loop_keeps_the_grid_and_the_rows_done(tmp_path, m
     argv = ["run", "--target", "specplan-byte-target", "--draft", "specplan-byte-draft"]
     argv += ["--device", "cpu", "--dtype", "fp32", "--batch", "1,2", "--k", "2"]
     argv += ["--context", "16", "--out", str(out), *QUICK]
-    assert cli.main(argv) == cli.EXIT_FAILED
+    assert cli.main(argv) == measure.EXIT_FAILED
     profile = load_profile(out)
     assert len(profile.measurements) == 2 * 2 * 2  # both models' grids
     assert len(profile.draft_in_loop) == 2  # the first (batch, context) cell, K_max = 2
@@ -249,7 +249,7 @@ def test_a_run_cut_short_never_replaces_a_file_with_more_points(tmp_path, monkey
     assert _run(out) == 0
     before = out.read_bytes(), out.with_suffix(".csv").read_bytes()
     _stop_at(monkeypatch, 4, KeyboardInterrupt())
-    assert _run(out) == cli.EXIT_INTERRUPTED
+    assert _run(out) == measure.EXIT_INTERRUPTED
     err = capsys.readouterr().err
     assert f"kept {out} as it was ({POINTS} points" in err
     assert (out.read_bytes(), out.with_suffix(".csv").read_bytes()) == before
@@ -262,10 +262,10 @@ def test_a_run_cut_short_never_replaces_a_file_with_more_points(tmp_path, monkey
 def test_a_run_cut_short_replaces_a_file_with_fewer_points(tmp_path, monkeypatch):
     out = tmp_path / "tiny.json"
     _stop_at(monkeypatch, 3, KeyboardInterrupt())
-    assert _run(out) == cli.EXIT_INTERRUPTED
+    assert _run(out) == measure.EXIT_INTERRUPTED
     assert len(load_profile(out).measurements) == 2
     _stop_at(monkeypatch, 6, KeyboardInterrupt())
-    assert _run(out) == cli.EXIT_INTERRUPTED
+    assert _run(out) == measure.EXIT_INTERRUPTED
     assert len(load_profile(out).measurements) == 5
     assert _files(tmp_path) == ["tiny.csv", "tiny.json"]
 
@@ -285,9 +285,9 @@ def test_atomic_write_leaves_the_old_file_when_the_write_fails(tmp_path, monkeyp
     def fail(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(cli.os, "replace", fail)
+    monkeypatch.setattr(measure.os, "replace", fail)
     with pytest.raises(OSError, match="disk full"):
-        cli.write_atomic(path, "new")
+        measure.write_atomic(path, "new")
     assert path.read_text(encoding="utf-8") == "old"
     assert _files(tmp_path) == ["p.json"]
 
@@ -304,12 +304,12 @@ def test_no_garbage_collection_per_point(tmp_path, monkeypatch):
         collections.append(args)
         return real_collect(*args)
 
-    def measure(*args, **kwargs):
+    def timed(*args, **kwargs):
         enabled_while_timing.append(gc.isenabled())
         return real_measure(*args, **kwargs)
 
     monkeypatch.setattr(gc, "collect", collect)
-    monkeypatch.setattr(runner, "measure", measure)
+    monkeypatch.setattr(runner, "measure", timed)
     assert gc.isenabled()
     assert _run(tmp_path / "tiny.json") == 0
     assert len(enabled_while_timing) == POINTS + 1  # and the warm-up point
@@ -377,7 +377,7 @@ def test_openmp_threads_sleep_when_other_work_shares_the_cpus():
     1.1-2.4x slower steps with one other busy process on a 2-core VM, 6-100x at load 2-3."""
 
     def choose(others, load, cpus=2, threads=2, given="", loaded=False):
-        return cli.choose_omp_policy(given, loaded, others, load, cpus, threads)
+        return measure.choose_omp_policy(given, loaded, others, load, cpus, threads)
 
     # An idle machine keeps libgomp's default: sleeping costs 30-70% of a 1-10 ms step.
     policy, why = choose(0.05, 0.2)
@@ -441,11 +441,11 @@ def test_other_work_arriving_while_threads_spin_is_recorded(tmp_path, monkeypatc
     load = [0.0]
     monkeypatch.setattr(device, "load_average", lambda: load[0])
 
-    def measure(*args, **kwargs):
+    def timed(*args, **kwargs):
         load[0] = 4.6  # two other busy processes start once the run is under way
         return REAL_MEASURE(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "measure", measure)
+    monkeypatch.setattr(runner, "measure", timed)
     out = tmp_path / "tiny.json"
     argv = ["run", "--target", "tiny", "--device", "cpu", "--dtype", "fp32", *GRID]
     argv += ["--out", str(out), *QUICK[:-3], "--threads", "2", "--quiet"]
@@ -455,10 +455,10 @@ def test_other_work_arriving_while_threads_spin_is_recorded(tmp_path, monkeypatc
     (model,) = load_profile(out).models
     assert words in model.notes and "load average 4.60 at the end, 2 of it" in model.notes
     # No warning with one thread (nothing to wait for) or with sleeping threads.
-    assert cli.spin_note(4.6, 2, 1) == ""
-    assert cli.spin_note(2.4, 2, 2) == ""  # this run's own threads and a little more
+    assert measure.spin_note(4.6, 2, 1) == ""
+    assert measure.spin_note(2.4, 2, 2) == ""  # this run's own threads and a little more
     monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
-    assert cli.spin_note(4.6, 2, 2) == ""
+    assert measure.spin_note(4.6, 2, 2) == ""
 
 
 def test_default_threads_are_the_physical_cores_and_recorded(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler import cli
+from profiler import cli, measure
 
 
 def _no_setup(args):
@@ -19,7 +19,7 @@ def _no_setup(args):
 @pytest.mark.parametrize("out", ["/proc/specplan-x.json", "/proc/new/sub/specplan-x.json"])
 def test_out_in_a_folder_that_accepts_no_files_exits_2_before_measuring(out, capsys, monkeypatch):
     # /proc takes no new file, even from root, whom os.access lets write anywhere.
-    monkeypatch.setattr(cli, "_setup", _no_setup)
+    monkeypatch.setattr(measure, "_setup", _no_setup)
     with pytest.raises(SystemExit) as info:
         cli.main(["run", "--target", "tiny", "--device", "cpu", "--quiet", "--out", out])
     assert info.value.code == 2
@@ -29,5 +29,5 @@ def test_out_in_a_folder_that_accepts_no_files_exits_2_before_measuring(out, cap
 
 def test_probing_leaves_nothing_behind(tmp_path):
     out = tmp_path / "p.json"
-    cli.check_out(out)
+    measure.check_out(out)
     assert list(tmp_path.iterdir()) == []

@@ -13,8 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simulator import __main__ as cli
-from simulator.__main__ import main
+from simulator.cli import common
+from simulator.cli import predict as predict_command
+from simulator.cli import sweep as sweep_command
+from simulator.cli.main import main
 from simulator.predict import OUTPUT_COLUMNS, predict
 from simulator.reports import ECONOMICS_COLUMNS, add_economics, read_report_csv
 from simulator.scenarios import INPUT_COLUMNS
@@ -194,8 +196,8 @@ def test_bad_out_exits_2_before_any_work(tmp_path, capsys, monkeypatch, command,
     def no_work(*args, **kwargs):
         raise AssertionError("work started before --out was checked")
 
-    monkeypatch.setattr(cli, "_predict", no_work)
-    monkeypatch.setattr(cli, "load_gpus", no_work)
+    monkeypatch.setattr(common, "predict_blocks", no_work)
+    monkeypatch.setattr(common, "load_gpus", no_work)
     (tmp_path / "afile").write_text("")
     out = tmp_path if where == "folder" else tmp_path / "afile" / "sub" / "o.csv"
     argv = {
@@ -234,7 +236,7 @@ def test_output_gets_the_umask_permissions(tmp_path, umask, mode):
 
 
 def test_sweep_above_the_limit_asks_for_force(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "SWEEP_LIMIT", 30)
+    monkeypatch.setattr(sweep_command, "SWEEP_LIMIT", 30)
     out = tmp_path / "g.csv"
     assert main(_sweep_argv(out)) == 2
     assert "36 scenarios, more than 30" in capsys.readouterr().err and not out.exists()
@@ -255,12 +257,12 @@ def test_a_huge_axis_is_refused_before_it_is_listed(tmp_path, capsys):
 def test_sweep_help_states_the_limit(capsys):
     with pytest.raises(SystemExit):
         main(["sweep", "--help"])
-    assert f"{cli.SWEEP_LIMIT:,}" in capsys.readouterr().out
+    assert f"{sweep_command.SWEEP_LIMIT:,}" in capsys.readouterr().out
 
 
 def test_large_tables_report_progress(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "PROGRESS_ROWS", 10)
-    monkeypatch.setattr(cli, "WRITE_BLOCK_ROWS", 16)
+    monkeypatch.setattr(common, "PROGRESS_ROWS", 10)
+    monkeypatch.setattr(common, "WRITE_BLOCK_ROWS", 16)
     out = tmp_path / "g.csv"
     assert main(_sweep_argv(out)) == 0
     err = capsys.readouterr().err
@@ -327,11 +329,13 @@ def test_demand_column_without_report_is_refused(tmp_path, capsys):
 
 def test_report_default_demand_is_the_dashboards(tmp_path):
     widgets = pytest.importorskip("app.widgets")
-    assert cli.REQUESTS_PER_DAY == widgets.DEFAULT_REQUESTS_PER_DAY
+    assert predict_command.REQUESTS_PER_DAY == widgets.DEFAULT_REQUESTS_PER_DAY
     src, out = tmp_path / "s.csv", tmp_path / "r.csv"
     src.write_text(GOOD)
     assert main(["predict", "--in", str(src), "--out", str(out), "--report"]) == 0
-    assert (read_report_csv(out.read_text())["requests_per_day"] == cli.REQUESTS_PER_DAY).all()
+    assert (
+        read_report_csv(out.read_text())["requests_per_day"] == predict_command.REQUESTS_PER_DAY
+    ).all()
 
 
 def test_report_refuses_a_bad_demand(tmp_path, capsys):
@@ -351,7 +355,7 @@ def test_report_refuses_a_bad_demand(tmp_path, capsys):
 
 
 def test_report_names_the_row_of_a_bad_demand_past_the_first_block(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "WRITE_BLOCK_ROWS", 2)
+    monkeypatch.setattr(common, "WRITE_BLOCK_ROWS", 2)
     rows = REPORT.splitlines()
     text = "\n".join([rows[0], *rows[1:] * 3, ""])  # nine rows, in blocks of two
     text = text.replace(",0.7,8,5000\n", ",0.7,8,lots\n")
@@ -633,7 +637,7 @@ def test_a_table_saved_with_semicolons_and_decimal_commas_says_how_to_fix_it(tmp
 def test_a_column_whole_in_one_block_and_fractional_in_the_next_is_written(tmp_path, monkeypatch):
     """Rows without speculation first (tau 1, whole numbers), speculative ones after: each
     block's text follows its own values (this raised ArrowInvalid once)."""
-    monkeypatch.setattr(cli, "WRITE_BLOCK_ROWS", 2)
+    monkeypatch.setattr(common, "WRITE_BLOCK_ROWS", 2)
     rows = GOOD.splitlines()
     none_row, eagle_row = rows[3], rows[2]
     src = tmp_path / "s.csv"
@@ -692,7 +696,7 @@ def test_a_block_that_fails_to_format_is_raised_and_nothing_after_it_is_written(
 def test_a_table_that_fills_its_last_block_exactly_is_read_whole(tmp_path, monkeypatch):
     """65,536 rows (a multiple of the block) were refused as 'holds no scenario rows': an
     empty block was read after the last full one."""
-    monkeypatch.setattr(cli, "WRITE_BLOCK_ROWS", 3)
+    monkeypatch.setattr(common, "WRITE_BLOCK_ROWS", 3)
     src = tmp_path / "s.csv"
     src.write_text(GOOD + GOOD.split("\n", 1)[1])
     for suffix in ("csv", "parquet"):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simulator.__main__ import main
+from simulator.cli.main import main
 from simulator.errors import InputError
 from simulator.sweep import parse_range
 

@@ -85,7 +85,7 @@ def test_engine_grade_profile_draws_no_warning_and_the_old_one_does(fused, tmp_p
 
 def test_predict_with_a_slow_profile_warns_on_stderr(tmp_path, capsys):
     from bench.reference_profile import main as reference_profile
-    from simulator.__main__ import main
+    from simulator.cli.main import main
 
     old = tmp_path / "old.json"
     assert reference_profile(["--series", "profiler_c9957ef", "--out", str(old)]) == 0

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from simulator import scenarios, serving
-from simulator.__main__ import main
+from simulator.cli.main import main
 from simulator.errors import InputError
 from simulator.search import parse_spec, run_search
 from simulator.search import table as search_table
@@ -401,7 +401,7 @@ def test_search_help_imports_neither_pandas_nor_ray():
 
     code = (
         "import sys, contextlib, io\n"
-        "from simulator.__main__ import main\n"
+        "from simulator.cli.main import main\n"
         "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
         "    main(['search', '--help'])\n"
         "print(sorted(m for m in ('pandas', 'ray', 'numpy') if m in sys.modules))\n"

@@ -215,11 +215,11 @@ def test_a_measured_per_request_sample_replaces_the_beta(models):
 
 
 def test_a_looser_slo_admits_a_higher_rate():
-    from simulator.serving import max_rate_at_slo
+    from simulator.tails import max_rate_at_slo
 
-    kw = dict(speculative=True, slo_ttft_ms=2000.0, requests=150)
-    tight = max_rate_at_slo(EAGLE3, Lengths(256), Lengths(128), slo_tpot_ms=8.0, **kw)
-    loose = max_rate_at_slo(EAGLE3, Lengths(256), Lengths(128), slo_tpot_ms=30.0, **kw)
+    kw = dict(speculative=True, slo_ttft_ms=2000.0, start=150, acceptance_spread=0.1)
+    tight = max_rate_at_slo(EAGLE3, Lengths(256), Lengths(128), slo_tpot_ms=8.0, **kw).rate
+    loose = max_rate_at_slo(EAGLE3, Lengths(256), Lengths(128), slo_tpot_ms=30.0, **kw).rate
     assert 0 < tight < loose
 
 
@@ -479,7 +479,7 @@ def test_the_baseline_run_does_not_depend_on_the_acceptance_spread(models):
 def test_serve_simulates_a_baseline_shared_by_rows_once_per_load(tmp_path, serving_runs):
     import pandas as pd
 
-    from simulator.__main__ import main
+    from simulator.cli.main import main
 
     src, out = tmp_path / "in.csv", tmp_path / "out.csv"
     src.write_text(
@@ -573,7 +573,8 @@ def test_an_acceptance_spread_wider_than_any_distribution_is_refused(models):
 
 
 def test_no_rate_meets_a_p99_slo_when_more_than_one_request_in_a_hundred_is_refused():
-    from simulator.serving import max_rate_at_slo, summarise
+    from simulator.serving import summarise
+    from simulator.tails import max_rate_at_slo
 
     # One L4 holds about 34,000 tokens of an 8B model's KV cache: lognormal prompts around
     # 20,000 pass it about 7% of the time. The requests served meet these loose SLOs even
@@ -585,29 +586,28 @@ def test_no_rate_meets_a_p99_slo_when_more_than_one_request_in_a_hundred_is_refu
     lowest = summarise(run(model, Load(requests=100, rate=0.01), prompt, output), **slos)
     assert lowest["refused"] > 1
     assert lowest["ttft_p99_ms"] <= 600_000 and lowest["tpot_p99_ms"] <= 10_000
-    rate = max_rate_at_slo(l4, prompt, output, speculative=False, requests=100, **slos)
+    rate = max_rate_at_slo(l4, prompt, output, speculative=False, start=100, **slos).rate
     assert rate == 0
 
 
 def test_a_replica_that_manages_a_small_share_of_its_ceiling_gets_that_rate_not_zero():
-    from simulator.serving import max_rate_at_slo
+    from simulator.tails import max_rate_at_slo
 
     # 20,000-token prompts on one L4: prefill bounds the rate far below the decode ceiling
     # (the old linear search stopped at 1/256 of it and reported 0).
     l4 = dict(target="llama-3.1-8b", gpu="l4", method="none")
     prompt, output = Lengths(20_000), Lengths(64)
     slos = dict(slo_ttft_ms=600_000.0, slo_tpot_ms=10_000.0)
-    rate = max_rate_at_slo(l4, prompt, output, speculative=False, requests=100, **slos)
+    rate = max_rate_at_slo(l4, prompt, output, speculative=False, start=100, **slos).rate
     model = step_model({**l4, "prompt_len": 20_000, "output_len": 64}, speculative=False)
     seqs = len(model.decode_ms) - 1
     ceiling = seqs * 1e3 / model.decode_ms[seqs] / 64
     assert 0.01 <= rate < ceiling / 256
     # Judged on steady-state P99s (simulator.tails): met at the rate, missed at the top of
     # its bracket, 5% above.
-    from simulator.tails import max_rate_at_slo as steady
     from simulator.tails import steady_tails
 
-    found = steady(l4, prompt, output, speculative=False, start=100, **slos)
+    found = max_rate_at_slo(l4, prompt, output, speculative=False, start=100, **slos)
     assert found.rate == rate and found.high <= 1.05 * rate
     at = found.tails
     assert at.ttft_p99_ms <= 600_000 and at.tpot_p99_ms <= 10_000

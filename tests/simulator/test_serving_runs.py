@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from simulator import serving_runs
-from simulator.__main__ import main
 from simulator.catalog import default_models
+from simulator.cli.main import main
 from simulator.errors import InputError
 
 RUN = dict(

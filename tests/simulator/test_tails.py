@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from simulator import tails
-from simulator.serving import Lengths, Load, max_rate_at_slo, run, step_model
+from simulator.serving import Lengths, Load, run, step_model
 
 # 8B with a 1B draft on one H200, as the second task; the baseline arm, priced by
 # the default engine's kernel tables. There the rate a short run sizes sits where the queue
@@ -30,7 +30,9 @@ SLO = {"slo_ttft_ms": 2000.0, "slo_tpot_ms": 50.0}
 
 
 def test_the_p99_sized_rate_holds_in_a_long_run():
-    rate = max_rate_at_slo(SCENARIO, PROMPT, OUTPUT, speculative=False, **SLO)
+    rate = tails.max_rate_at_slo(
+        SCENARIO, PROMPT, OUTPUT, speculative=False, acceptance_spread=0.1, **SLO
+    ).rate
     model = step_model({**SCENARIO, "prompt_len": 1024, "output_len": 256}, speculative=False)
     long = run(model, Load(requests=20_000, rate=rate, seed=7), PROMPT, OUTPUT).requests
     for metric, slo in (("ttft", SLO["slo_ttft_ms"]), ("tpot", SLO["slo_tpot_ms"])):
