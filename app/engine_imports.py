@@ -20,7 +20,7 @@ from profiler.imports.cli import parse_shapes
 from profiler.imports.common import MAX_FILE_BYTES
 from profiler.imports.fit import EngineFit
 from simulator.errors import InputError
-from simulator.profile import Profile, profile_to_json
+from simulator.inputs.profile import Profile, profile_to_json
 
 AS_RECORDED = "(as the files record it)"
 METHODS = ("eagle", "eagle3", "mtp", "medusa", "ngram", "draft_model")

@@ -1,5 +1,5 @@
 """Figures of the Load & SLO page: latency percentiles and goodput against load, from the
-request-level simulation's summary table (`simulator.serving.simulate`, one row per load
+request-level simulation's summary table (`simulator.serving.engine.simulate`, one row per load
 and arm). Plain functions, so tests can read `fig.data[i].x / .y`."""
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ import plotly.graph_objects as go
 
 from app.figures import frame
 from simulator.errors import InputError
-from simulator.io import csv_frame
-from simulator.published import MAX_SPEEDUP
-from simulator.scenarios import K_LIMIT, LIMITS, to_floats
+from simulator.inputs.io import csv_frame
+from simulator.inputs.scenarios import K_LIMIT, LIMITS, to_floats
+from simulator.validation.published import MAX_SPEEDUP
 
 ERROR_BAND = 0.10
 """The issue's target: median |predicted / measured - 1| at or below 10%."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import sim
-from simulator.economics import get_demand_tok_s
+from simulator.model.economics import get_demand_tok_s
 
 SLO_KINDS = ("TPOT (ms)", "tokens/s per user")
 DEFAULT_UTIL = 0.9  # vLLM's --gpu-memory-utilization default
@@ -30,7 +30,7 @@ def carried(key: str, default):
 
 
 def sizer_slo() -> dict[str, float]:
-    """The Sizer's latency SLO as `simulator.sizer.size` takes it."""
+    """The Sizer's latency SLO as `simulator.planning.sizer.size` takes it."""
     if str(carried("slo_kind", SLO_KINDS[0])) == SLO_KINDS[1]:
         return {"slo_tok_s_per_user": float(carried("slo_tok_s", DEFAULT_SLO_TOK_S))}
     return {"slo_tpot_ms": float(carried("slo_tpot_ms", DEFAULT_SLO_TPOT_MS))}

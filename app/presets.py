@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.acceptance import IID, alpha_from_tau, extend_measured, positions_from_tau
-from simulator.catalog import method_decay
-from simulator.scenarios import K_LIMIT
-from simulator.specs import ModelSpec
+from simulator.inputs.catalog import method_decay
+from simulator.inputs.scenarios import K_LIMIT
+from simulator.inputs.specs import ModelSpec
+from simulator.model.acceptance import IID, alpha_from_tau, extend_measured, positions_from_tau
 
 PAIRS_CSV = Path(__file__).resolve().parent.parent / "data" / "draft_pairs.csv"
 """The sizes and family of each published draft-model pair in acceptance_priors.csv."""

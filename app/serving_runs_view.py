@@ -6,13 +6,13 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from simulator import serving_runs
+from simulator.validation import serving_runs
 
 
 @st.cache_resource(show_spinner="Pricing the serving runs…", max_entries=2)
 def _scored(kernels: bool):
     """The bundled runs scored once per session source (the file ships with the package)."""
-    from simulator.catalog import default_models
+    from simulator.inputs.catalog import default_models
 
     runs = serving_runs.load_runs(serving_runs.bundled_runs_path(), default_models())
     return serving_runs.score(runs, kernels=kernels)

@@ -19,19 +19,19 @@ import streamlit as st
 from app.library_open import library
 from app.presets import Prior, pick_prior
 from library.errors import LibraryError
-from simulator.calibration import Calibration, match_gpu_id
-from simulator.catalog import (
+from simulator.errors import InputError
+from simulator.inputs.catalog import (
     DATA_DIR,
     PRIORS_CSV,
     default_gpus,
     default_models,
     load_acceptance_priors,
 )
-from simulator.errors import InputError
-from simulator.predict import MEMORY_REASONS, predict, status_reasons
-from simulator.profile import Profile, load_profile
-from simulator.sizer import SizingResult, price_grid, size
-from simulator.specs import GPUSpec, ModelSpec
+from simulator.inputs.profile import Profile, load_profile
+from simulator.inputs.specs import GPUSpec, ModelSpec
+from simulator.model.calibration import Calibration, match_gpu_id
+from simulator.model.predict import MEMORY_REASONS, predict, status_reasons
+from simulator.planning.sizer import SizingResult, price_grid, size
 
 PROFILES_DIR = DATA_DIR / "profiles"
 NO_PROFILE = "none: catalog roofline"
@@ -230,7 +230,7 @@ def _predict(scenarios: pd.DataFrame, cal_key: str, _cal: Calibration | None) ->
 
 
 def run_predict(scenarios: pd.DataFrame) -> pd.DataFrame:
-    """`simulator.predict` under the current calibration. Raises `InputError`."""
+    """`simulator.model.predict` under the current calibration. Raises `InputError`."""
     state = current_calibration()
     return _predict(scenarios, state.key, state.calibration)
 
@@ -253,7 +253,7 @@ def _size(base: dict, kwargs: dict, cal_key: str, _cal: Calibration | None) -> S
 
 
 def run_size(base: dict, **kwargs) -> SizingResult:
-    """`simulator.sizer.size` under the current calibration. Raises `InputError`."""
+    """`simulator.planning.sizer.size` under the current calibration. Raises `InputError`."""
     state = current_calibration()
     return _size(dict(base), dict(kwargs), state.key, state.calibration)
 
@@ -340,7 +340,7 @@ def fewest_gpus(row: Mapping, gpu_counts) -> int | None:
     """For a prediction row that does not fit in memory, the fewest GPUs per replica among
     `gpu_counts` (tensor parallel, the row's GPU) with which it runs: 0 when none does,
     None when the row fits or is not a memory failure. One predict call."""
-    from simulator.scenarios import INPUT_COLUMNS
+    from simulator.inputs.scenarios import INPUT_COLUMNS
 
     if not any(r in MEMORY_REASONS for r in status_reasons(str(row.get("status", "ok")))):
         return None
@@ -365,22 +365,22 @@ PUBLISHED_CSV = DATA_DIR / "validation" / "published.csv"
 
 @st.cache_data(show_spinner=False, max_entries=2)
 def _published_errors(path: str, mtime: int) -> pd.DataFrame:
-    from simulator.published import load_published, score
+    from simulator.validation.published import load_published, score
 
     return score(load_published(path), source=path)
 
 
 def published_errors() -> pd.DataFrame:
-    """The model scored against the published development set (`simulator.published`),
+    """The model scored against the published development set (`simulator.validation.published`),
     scored again only when the file changes."""
     return _published_errors(str(PUBLISHED_CSV), modified_ns(PUBLISHED_CSV))
 
 
 def speedup_error(batches) -> np.ndarray | None:
     """The model's validated relative error of the speedup at each batch
-    (`simulator.uncertainty.get_speedup_error_by_batch` on the published set), or None
+    (`simulator.planning.uncertainty.get_speedup_error_by_batch` on the published set), or None
     where the set cannot be scored."""
-    from simulator.uncertainty import get_speedup_error_by_batch
+    from simulator.planning.uncertainty import get_speedup_error_by_batch
 
     try:
         errors = published_errors()

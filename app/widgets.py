@@ -42,10 +42,10 @@ import streamlit as st
 from app import sim
 from app.presets import MEASURED, WORKLOADS, Prior
 from simulator.errors import InputError
+from simulator.inputs.scenarios import K_LIMIT
+from simulator.inputs.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
 from simulator.kernels.tables import ENGINE_CHOICES
-from simulator.preflight import checklist
-from simulator.scenarios import K_LIMIT
-from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
+from simulator.planning.preflight import checklist
 
 BIND = {"bind": "query-params", "persist_state": "session"}
 
@@ -100,7 +100,7 @@ PROFILE_PARAM = "profile"
 REPORT_PARAM = "report"
 """Reports: the name of a table kept in the library (app/library_saves.py)."""
 POS_DECIMALS = 4
-"""Enough for a /metrics scrape's rates (simulator.metrics writes 4 decimals)."""
+"""Enough for a /metrics scrape's rates (simulator.inputs.metrics writes 4 decimals)."""
 LINK_POSITIONS_KEY = "link_positions"
 """Per-position rates a link carried ('p1;p2;...'), kept until the user changes acceptance."""
 LINK_READ_KEY = "link_read"

@@ -18,8 +18,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator import published, serving_runs  # noqa: E402
-from simulator.catalog import default_models  # noqa: E402
+from simulator.inputs.catalog import default_models  # noqa: E402
+from simulator.validation import published, serving_runs  # noqa: E402
 
 
 def _stats(df: pd.DataFrame, key, err: str) -> pd.DataFrame:

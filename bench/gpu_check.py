@@ -151,7 +151,7 @@ def verify_kernels(points=((1, 4, 2048), (16, 4, 2048), (64, 4, 2048), (64, 6, 5
     from profiler.model import ArchConfig, DecoderLM, KVCache
     from profiler.runner import capture_graph
     from profiler.timing import measure
-    from simulator.catalog import default_models
+    from simulator.inputs.catalog import default_models
 
     device = torch.device("cuda")
     cfg = ArchConfig.from_spec(default_models()[TARGET])
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from profiler.device import slug
-    from simulator.profile import load_profile
+    from simulator.inputs.profile import load_profile
 
     t0 = time.monotonic()
     name = torch.cuda.get_device_name()

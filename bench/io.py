@@ -55,12 +55,12 @@ def _run(argv: list[str], repeats: int) -> tuple[float, float]:
 
 
 def _write_floor(predictions: Path) -> dict[str, float]:
-    """Seconds the command line's own writer (`simulator.io.TableWriter`, the settings
+    """Seconds the command line's own writer (`simulator.inputs.io.TableWriter`, the settings
     `predict` uses) takes to write the prediction table (read back from `predictions`) as
     Parquet and as CSV, with no prediction at all: what any predict run must pay."""
     import pyarrow.parquet as pq
 
-    from simulator.io import TableWriter
+    from simulator.inputs.io import TableWriter
 
     frame = pq.read_table(predictions).to_pandas()
     out = {}

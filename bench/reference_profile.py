@@ -21,9 +21,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simulator.catalog import default_models  # noqa: E402
-from simulator.profile import SCHEMA, profile_from_dict, profile_to_json  # noqa: E402
-from simulator.step_gap import annotate  # noqa: E402
+from simulator.inputs.catalog import default_models  # noqa: E402
+from simulator.inputs.profile import SCHEMA, profile_from_dict, profile_to_json  # noqa: E402
+from simulator.validation.step_gap import annotate  # noqa: E402
 
 H200 = {
     "name": "NVIDIA H200",

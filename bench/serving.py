@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulator.serving import Lengths, Load, run, step_model
+from simulator.serving.engine import Lengths, Load, run, step_model
 
 SCENARIO = dict(
     target="llama-3.1-8b", gpu="h100-sxm", method="eagle3", k=3, mean_accepted_tokens=2.8

@@ -28,7 +28,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.catalog import default_models  # noqa: E402
+from simulator.inputs.catalog import default_models  # noqa: E402
 from simulator.kernels.source import get_surface, shape_of  # noqa: E402
 
 CASES = (("llama-3.1-8b", 1), ("llama-3.1-70b", 4))

@@ -68,7 +68,7 @@ def cmd_show(args) -> int:
 
 def cmd_export(args) -> int:
     from library.export import entry_json, entry_table
-    from simulator.io import atomic_path
+    from simulator.inputs.io import atomic_path
 
     lib = _open(args)
     entry = lib.get(_kind_of(lib, args.name, args.kind), args.name)

@@ -43,7 +43,7 @@ def entry_table(lib: Library, entry: EntryInfo) -> str:
     result's table (a JSON result flattened to one row per record)."""
     content = lib.content(entry.kind, entry.name)
     if entry.kind == "profile":
-        from simulator.profile import load_profile, profile_to_csv
+        from simulator.inputs.profile import load_profile, profile_to_csv
 
         return profile_to_csv(load_profile(content, name=f"'{entry.name[:80]}'"))
     if entry.kind == "report":

@@ -37,7 +37,7 @@ def canonical_json(value) -> bytes:
 
 def save_profile(lib: Library, name: str, data: bytes, *, notes: str = "", who=None) -> Saved:
     """A specplan.profile/v1 file (JSON or CSV), checked field by field before it is kept."""
-    from simulator.profile import load_profile
+    from simulator.inputs.profile import load_profile
 
     profile = load_profile(bytes(data), name=f"'{name[:80]}'")
     return lib.save(
@@ -58,8 +58,8 @@ def save_profile(lib: Library, name: str, data: bytes, *, notes: str = "", who=N
 
 
 def load_profile_entry(lib: Library, name: str):
-    """The kept profile `name`, parsed (`simulator.profile.Profile`)."""
-    from simulator.profile import load_profile
+    """The kept profile `name`, parsed (`simulator.inputs.profile.Profile`)."""
+    from simulator.inputs.profile import load_profile
 
     return load_profile(lib.content("profile", name), name=f"'{name[:80]}'")
 
@@ -98,7 +98,7 @@ def save_scrape(
     lib: Library, name: str, raw: str | bytes, *, k: int | None = None, notes="", who=None
 ) -> Saved:
     """A vLLM /metrics scrape: the raw text, and the rates parsed from it in `facts`."""
-    from simulator.metrics import parse_vllm_metrics
+    from simulator.inputs.metrics import parse_vllm_metrics
 
     raw = raw.encode() if isinstance(raw, str) else bytes(raw)
     m = parse_vllm_metrics(raw, k=k, source=name[:80])

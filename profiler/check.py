@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from profiler.runner import ModelRun
-from simulator.specs import ModelSpec
+from simulator.inputs.specs import ModelSpec
 
 
 def extrapolation_errors(run: ModelRun) -> pd.DataFrame:

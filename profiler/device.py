@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from profiler.options import cpu_count
 
 if TYPE_CHECKING:
-    from simulator.profile import DeviceInfo
+    from simulator.inputs.profile import DeviceInfo
 
 
 def _cpu_name() -> str:
@@ -295,7 +295,7 @@ def describe(kind: str, index: int = 0, *, threads: int | None = None) -> Device
     """
     import torch
 
-    from simulator.profile import DeviceInfo
+    from simulator.inputs.profile import DeviceInfo
 
     nvml, nvml_reason = NVML.open()
     try:

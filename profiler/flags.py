@@ -54,7 +54,7 @@ def parse_ints(
 def parse_temperatures(text: str, flag: str = "--temperatures") -> tuple[float, ...]:
     """'0,1' -> (0.0, 1.0): finite temperatures from 0 (greedy) up to the simulator's limit
     for its `temperature` column; UsageError names the flag."""
-    from simulator.scenarios import LIMITS
+    from simulator.inputs.scenarios import LIMITS
 
     most, why = LIMITS["temperature"]
     try:

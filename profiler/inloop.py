@@ -11,7 +11,7 @@ seen when all K were accepted, and the bonus token; `profiler.groundtruth.specde
 `measure_draft_in_loop` times, per round: one target forward of K_max + 1 tokens (the verify
 step), then K_max draft forwards, each timed on its own (CUDA events on a GPU, with every
 forward replayed from a CUDA graph when the grid used graphs; `perf_counter_ns` elsewhere).
-Rows are the profile's `draft_in_loop` rows (`simulator.profile.LOOP_COLUMNS`), in ms.
+Rows are the profile's `draft_in_loop` rows (`simulator.inputs.profile.LOOP_COLUMNS`), in ms.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from profiler.runner import (
     is_oom,
 )
 from profiler.timing import MAX_SAMPLES
-from simulator.specs import ModelSpec
+from simulator.inputs.specs import ModelSpec
 
 FIRST_QUERY_LEN = 2
 """Tokens the draft reads at position 1 of a round (see the module docstring)."""

@@ -35,8 +35,8 @@ from profiler.options import DTYPES, RunOptions
 if TYPE_CHECKING:
     import torch
 
-    from simulator.profile import DeviceInfo, Profile
-    from simulator.specs import ModelSpec
+    from simulator.inputs.profile import DeviceInfo, Profile
+    from simulator.inputs.specs import ModelSpec
 
 # Serving-relevant grid: decode batches up to 64, K up to 8 (q = K + 1), contexts from a chat
 # turn to a long document.
@@ -309,8 +309,8 @@ def resolve_device(choice: str, threads: int | None = None) -> tuple[torch.devic
 
 
 def _catalog(path: Path | None) -> dict[str, ModelSpec]:
-    from simulator.catalog import default_models, load_models
     from simulator.errors import InputError
+    from simulator.inputs.catalog import default_models, load_models
 
     try:
         return load_models(path) if path else default_models()
@@ -358,7 +358,7 @@ def check_out(out: Path) -> None:
         raise UsageError(f"--out: '{folder}' is a file, so '{out}' cannot be created")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"--out: no permission to write in '{folder}'")
-    from simulator.io import probe_folder
+    from simulator.inputs.io import probe_folder
 
     why = probe_folder(folder)
     if why:
@@ -450,7 +450,7 @@ def existing_points(out: Path) -> int:
     if not out.is_file():
         return 0
     from simulator.errors import InputError
-    from simulator.profile import load_profile
+    from simulator.inputs.profile import load_profile
 
     try:
         return profile_points(load_profile(out))
@@ -475,7 +475,7 @@ def destination(out: Path, points: int, *, complete: bool) -> tuple[Path, str]:
 
 def write_profile(profile: Profile, out: Path) -> Path:
     """The JSON at `out` and the CSV next to it, each written atomically; the CSV path."""
-    from simulator.profile import profile_to_csv, profile_to_json
+    from simulator.inputs.profile import profile_to_csv, profile_to_json
 
     csv_path = out.with_suffix(".csv")
     write_atomic(csv_path, profile_to_csv(profile))

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simulator.specs import ModelSpec
+from simulator.inputs.specs import ModelSpec
 
 # Llama's `initializer_range`: with it, random logits have a standard deviation near 1 for
 # hidden sizes in the thousands, so softmax and sampling behave like a real model's.

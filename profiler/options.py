@@ -51,7 +51,7 @@ MAX_BATCH = 4096
 """Sequences per step: four times the largest `max_num_seqs` serving engines default to."""
 MAX_CONTEXT = 1 << 24
 """Context tokens (16.7M): above every catalog window (Llama 4 Scout's 10M) and the most a
-profile may hold (`simulator.profile.MAX_TOKENS`)."""
+profile may hold (`simulator.inputs.profile.MAX_TOKENS`)."""
 MAX_GRID_POINTS = 10_000
 """Points per model (batches x query lengths x contexts), also the most values one grid flag
 may expand to: a profile holds at most 20,000 rows, a target and a draft share it, and the

@@ -36,9 +36,9 @@ from profiler.extrapolate import extrapolate, extrapolate_stats
 from profiler.model import ArchConfig, DecoderLM, KVCache, mla_note, weight_bytes
 from profiler.options import DEFAULT_DEPTHS, RunOptions, requested_depths
 from profiler.timing import LatencyStats, measure
-from simulator.profile import SCHEMA, DeviceInfo, Profile, profile_from_dict
-from simulator.specs import DTYPE_BYTES, ModelSpec
-from simulator.step_gap import annotate
+from simulator.inputs.profile import SCHEMA, DeviceInfo, Profile, profile_from_dict
+from simulator.inputs.specs import DTYPE_BYTES, ModelSpec
+from simulator.validation.step_gap import annotate
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # Share of free memory the full weights may take before the profiler switches to depths;

@@ -1,7 +1,16 @@
-"""SpecPlan's analytic model of speculative decoding: pure numpy and pandas."""
+"""SpecPlan's analytic model of speculative decoding: pure numpy and pandas.
 
-import sys
-import types
+Folders: `model/` (the physics, the named stages and the step-time seam), `inputs/`
+(catalogs, scenario tables, profiles, /metrics), `kernels/` (engines' measured kernel
+tables), `serving/` (the request-level simulation and its tails), `planning/` (sizing,
+launch commands, pre-flight, reports), `validation/` (against published and measured
+runs), `search/` (the deployment search), `cli/` (`python -m simulator`, one module per
+subcommand). `errors` is imported by all. Lower folders never import higher ones:
+inputs/model/kernels < serving, planning, validation < search < cli
+(`tests/test_layout.py` checks it).
+
+The package's `predict` is the function of `simulator.model.predict`, loaded on first use.
+"""
 
 from simulator.errors import InputError
 
@@ -12,21 +21,9 @@ def __getattr__(name: str):
     # `predict` (and numpy with it) loads on first use, so `python -m simulator --help`
     # and the modules that need only the catalogs start at once.
     if name in ("predict", "OUTPUT_COLUMNS"):
-        import simulator.predict  # noqa: F401  (binds the function; see _Package)
+        from simulator.model import predict as module
 
-        return globals()[name] if name in globals() else getattr(sys.modules[__name__], name)
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'simulator' has no attribute {name!r}")
-
-
-class _Package(types.ModuleType):
-    """`simulator.predict` is the function, as it always was, even once the import
-    system binds the submodule of that name to the package."""
-
-    def __setattr__(self, name, value):
-        if name == "predict" and isinstance(value, types.ModuleType):
-            super().__setattr__("OUTPUT_COLUMNS", value.OUTPUT_COLUMNS)
-            value = value.predict
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

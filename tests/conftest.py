@@ -23,9 +23,9 @@ def library_in_a_temporary_folder(tmp_path_factory):
 
 @pytest.fixture
 def serving_runs(monkeypatch) -> list[int]:
-    """The K of every `simulator.serving.run` call made while the test runs, in order
+    """The K of every `simulator.serving.engine.run` call made while the test runs, in order
     (K 0: a baseline): the request-level simulations a page or a command asked for."""
-    from simulator import serving
+    from simulator.serving import engine as serving
 
     ran: list[int] = []
     real = serving.run

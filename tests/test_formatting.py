@@ -11,7 +11,7 @@ def test_money_whole_dollars_and_not_finite():
 
 
 def test_payback_is_unknown_without_a_price_and_never_without_a_saving():
-    from simulator.economics import get_payback_months
+    from simulator.model.economics import get_payback_months
 
     months = get_payback_months(20_000.0, [10_000.0, 0.0, -5.0, math.nan])
     assert months[0] == 2.0 and math.isinf(months[1]) and math.isinf(months[2])

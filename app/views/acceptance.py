@@ -9,9 +9,8 @@ import streamlit as st
 from app import figures, sim, widgets
 from app.presets import MEASURED
 from app.samples import EXAMPLE_SCRAPE
-from simulator.acceptance import positions_iid
 from simulator.errors import InputError
-from simulator.metrics import (
+from simulator.inputs.metrics import (
     FROM_DRAFTS,
     FROM_GIVEN,
     FROM_POSITIONS,
@@ -20,6 +19,7 @@ from simulator.metrics import (
     SpecDecodeMetrics,
     parse_vllm_metrics,
 )
+from simulator.model.acceptance import positions_iid
 
 MAX_UPLOAD_MB = max(1, MAX_SCRAPE_BYTES // (1024 * 1024))
 _K_HELP = {

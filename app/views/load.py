@@ -1,6 +1,6 @@
 """Load & SLO: P50 and P99 TPOT and TTFT against the request rate (or concurrency), with
 and without speculation, the SLO lines, goodput, and the load beyond which speculation
-hurts the tail. Every point is a request-level simulation (`simulator.serving`)."""
+hurts the tail. Every point is a request-level simulation (`simulator.serving.engine`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from app import figures_load, sim, widgets
-from simulator import serve_defaults
 from simulator.errors import InputError
-from simulator.serving import (
+from simulator.serving import defaults as serve_defaults
+from simulator.serving.engine import (
     LENGTH_KINDS,
     Lengths,
     Load,
@@ -23,7 +23,7 @@ from simulator.serving import (
     step_model,
     summarise_arms,
 )
-from simulator.spread import default_acceptance_spread
+from simulator.serving.spread import default_acceptance_spread
 
 LOAD_KINDS = ("request rate (open loop)", "concurrency (closed loop)")
 MAX_POINTS = 12

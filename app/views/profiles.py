@@ -8,10 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from app import engine_imports, figures, library_ui, sim, widgets
-from simulator.calibration import summary
 from simulator.errors import InputError
-from simulator.profile import MAX_PROFILE_BYTES
-from simulator.step_gap import copy_fraction_lines, flattery_warnings, verify_warnings
+from simulator.inputs.profile import MAX_PROFILE_BYTES
+from simulator.model.calibration import summary
+from simulator.validation.step_gap import copy_fraction_lines, flattery_warnings, verify_warnings
 
 MAX_UPLOAD_MB = MAX_PROFILE_BYTES // (1024 * 1024)
 

@@ -11,11 +11,12 @@ import streamlit as st
 from app import library_saves, sim, widgets
 from app.operating_point import DEFAULT_MAX_MODEL_LEN, DEFAULT_UTIL, operating_point
 from app.operating_point import carried as _carried
-from simulator import launch
 from simulator.errors import InputError
-from simulator.predict import CANNOT_RUN_REASONS, status_reasons
-from simulator.preflight import K_MAX_SENSIBLE
-from simulator.reports import (
+from simulator.inputs.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
+from simulator.model.predict import CANNOT_RUN_REASONS, status_reasons
+from simulator.planning import launch
+from simulator.planning.preflight import K_MAX_SENSIBLE
+from simulator.planning.reports import (
     MAX_REQUESTS_PER_DAY,
     add_economics,
     add_error_ranges,
@@ -23,7 +24,6 @@ from simulator.reports import (
     launch_config_text,
     report_csv,
 )
-from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
 
 ROWS_KEY = "report_rows"
 EDITOR_KEY = "report_editor"

@@ -12,14 +12,14 @@ from app import figures, library_saves, sim, widgets
 from app.formatting import delta, money, signed_money
 from app.presets import MEASURED
 from app.summary import decision_summary
-from simulator.defaults import DEFAULTS
-from simulator.economics import get_payback_months
 from simulator.errors import InputError
-from simulator.predict import MEMORY_REASONS, status_reasons
-from simulator.preflight import K_MAX_SENSIBLE
-from simulator.reports import add_economics
-from simulator.sizer import DEFAULT_BATCHES
-from simulator.uncertainty import get_money_range, get_payback_range
+from simulator.model.defaults import DEFAULTS
+from simulator.model.economics import get_payback_months
+from simulator.model.predict import MEMORY_REASONS, status_reasons
+from simulator.planning.preflight import K_MAX_SENSIBLE
+from simulator.planning.reports import add_economics
+from simulator.planning.sizer import DEFAULT_BATCHES
+from simulator.planning.uncertainty import get_money_range, get_payback_range
 
 K_OPTIONS = ["best", *(str(k) for k in range(1, 11))]
 # The chart runs K over 1..10; 'best K' searches only up to the checklist's sensible

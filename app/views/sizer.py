@@ -20,15 +20,17 @@ from app.operating_point import (  # the Sizer's defaults, shared with Reports' 
     DEFAULT_UTIL,
     SLO_KINDS,
 )
-from simulator import launch, serve_defaults, tails
-from simulator.defaults import DEFAULTS
-from simulator.economics import get_demand_tok_s
 from simulator.errors import InputError
-from simulator.memory import get_max_concurrency
-from simulator.predict import WINDOW_REASONS, status_reasons
-from simulator.reports import launch_config_text
-from simulator.sizer import schedule_ranges
-from simulator.uncertainty import get_money_range, get_paying_batches
+from simulator.model.defaults import DEFAULTS
+from simulator.model.economics import get_demand_tok_s
+from simulator.model.memory import get_max_concurrency
+from simulator.model.predict import WINDOW_REASONS, status_reasons
+from simulator.planning import launch
+from simulator.planning.reports import launch_config_text
+from simulator.planning.sizer import schedule_ranges
+from simulator.planning.uncertainty import get_money_range, get_paying_batches
+from simulator.serving import defaults as serve_defaults
+from simulator.serving import tails
 
 FALLBACK_K = 3  # vLLM's documented example K, for the memory bars when nothing is chosen
 
@@ -171,7 +173,7 @@ def _k0_note(scenario, ranges, max_num_seqs: int, k: int, mem) -> None:
 
 def _with_error(choice: dict, base_choice: dict | None, grid, scenario, demand: float) -> str:
     """The operating point's replicas and $ per month at the model's validated error at
-    its batch (`simulator.uncertainty`), and the batches where speculation pays even at
+    its batch (`simulator.planning.uncertainty`), and the batches where speculation pays even at
     the error's low end."""
     err = sim.speedup_error([choice["batch_size"]])
     if err is None or not choice["gpus"] or not scenario.speculative:

@@ -13,7 +13,7 @@ import streamlit as st
 from app import engine_imports, serving_runs_view, sim, widgets
 from app import figures_validation as fv
 from simulator.errors import InputError
-from simulator.published import Summary, summarise
+from simulator.validation.published import Summary, summarise
 
 VALIDATION_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
 MAX_UPLOAD_MB = max(1, fv.MAX_CSV_BYTES // (1024 * 1024))

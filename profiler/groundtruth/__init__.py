@@ -5,7 +5,7 @@
 - `specdec`: speculative sampling in plain torch, per-sequence acceptance, cache rollback;
 - `validate`: measured speedups against the simulator's (`python -m profiler validate`);
 - `serve_bench`: a continuous-batching loop around the pair under Poisson load, measured
-  against `simulator.serving` (`python -m profiler serve-bench`);
+  against `simulator.serving.engine` (`python -m profiler serve-bench`);
 - `staging`: the two commands' output files replace the previous run's together, or not at
   all.
 

@@ -1,14 +1,14 @@
 """Serving on this machine: a real continuous-batching loop around the trained byte pair,
-under Poisson load, measured against the request-level simulation (`simulator.serving`).
+under Poisson load, measured against the request-level simulation (`simulator.serving.engine`).
 
 `python -m profiler serve-bench` serves requests with the pair in `data/models/`
 (`profiler.groundtruth.train_pair`), with and without speculation, greedy and sampled, at
-several request rates, times every token the loop emits, and asks `simulator.serving` for
+several request rates, times every token the loop emits, and asks `simulator.serving.engine` for
 the same requests: same arrival times and lengths (the loop draws them exactly as
 `serving.run` does from the same seed), the acceptance measured in the run, and a step
 model calibrated by a profile of this machine taken in the same minutes.
 
-The engine (`ServeEngine`) follows vLLM V1's scheduler as `simulator.serving` models it:
+The engine (`ServeEngine`) follows vLLM V1's scheduler as `simulator.serving.engine` models it:
 one token budget per step (`max_num_batched_tokens`), running requests first (a decoding
 request takes 1 token of the budget, K+1 under speculation; a request still prefilling
 takes its next chunk), then waiting requests in arrival order while `max_num_seqs` and the
@@ -33,7 +33,7 @@ Times (`time.perf_counter`): arrival = the scheduled Poisson time; every token t
 emits is stamped when its step's forwards are done (on a CPU every op has run when the
 host reads the tokens); first token, finish. Per request TTFT = first - arrival, TPOT =
 (finish - first) / (output - 1), ITL per chunk (the tokens one step emitted for the
-request) and per token, end-to-end latency: `simulator.serving.summarise` computes the
+request) and per token, end-to-end latency: `simulator.serving.engine.summarise` computes the
 statistics of both sides with the same code.
 
 Outputs under `data/validation/` (`--out-dir`), `<device>` = `cpu`:
@@ -90,12 +90,12 @@ from profiler.groundtruth.validate import (
     run_facts,
 )
 from profiler.model import KVCache
-from simulator import serving
-from simulator.calibration import Calibration, match_gpu_id
-from simulator.defaults import DEFAULTS, ModelDefaults
 from simulator.errors import InputError
-from simulator.profile import load_profile
-from simulator.scenarios import LIMITS
+from simulator.inputs.profile import load_profile
+from simulator.inputs.scenarios import LIMITS
+from simulator.model.calibration import Calibration, match_gpu_id
+from simulator.model.defaults import DEFAULTS, ModelDefaults
+from simulator.serving import engine as serving
 
 METRICS = (
     "tpot_p50_ms",
@@ -208,7 +208,7 @@ selection, input gathers, scheduling) is measured in the steps CSV, not modelled
 def request_plan(
     rate: float, n: int, seed: int, prompt: serving.Lengths, output: serving.Lengths
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(arrival ms, prompt lengths, output lengths) exactly as `simulator.serving.run` draws
+    """(arrival ms, prompt lengths, output lengths) exactly as `simulator.serving.engine.run` draws
     them for `Load(requests=n, rate=rate, seed=seed)`: the loop serves the same requests
     the simulation does."""
     seeds = np.random.SeedSequence(seed).spawn(3)
@@ -683,7 +683,7 @@ def positions_from_hist(hist: np.ndarray) -> np.ndarray:
 def acceptance_spread(requests: pd.DataFrame) -> float:
     """Standard deviation of the requests' own first-position acceptance, net of the
     binomial noise of a rate measured over few rounds: var(p_hat) - mean(p_hat(1 - p_hat) /
-    (n - 1)), the `acceptance_spread` that `simulator.serving.run` takes."""
+    (n - 1)), the `acceptance_spread` that `simulator.serving.engine.run` takes."""
     ok = requests["spec_rounds"] >= 2
     p = requests.loc[ok, "first_position_acceptance"].to_numpy(float)
     n = requests.loc[ok, "spec_rounds"].to_numpy(float)

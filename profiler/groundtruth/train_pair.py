@@ -390,7 +390,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     from profiler import options as lim
     from profiler.flags import check_whole
-    from simulator.catalog import default_models
+    from simulator.inputs.catalog import default_models
 
     window = min(default_models()[m].max_position_embeddings for m in (TARGET_ID, DRAFT_ID))
     for flag, low, high in (

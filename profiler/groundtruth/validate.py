@@ -5,7 +5,7 @@ generates from held-out prompts of the standard library (code and prose separate
 autoregressively and speculatively for K = 1..8 and several batch sizes, greedy and
 sampled, and measures per-position acceptance, mean accepted tokens and decode tokens/s.
 It profiles the same two architectures with the profiler's own run (`python -m profiler
-run --draft`), asks the simulator (`simulator.predict`, calibrated by that profile) for
+run --draft`), asks the simulator (`simulator.model.predict`, calibrated by that profile) for
 the speedup at every point with the acceptance measured there, and writes predicted
 against measured.
 
@@ -68,18 +68,18 @@ from profiler.groundtruth.train_pair import (
     check_pair,
     load_pair,
 )
-from simulator import acceptance
-from simulator.calibration import Calibration, match_gpu_id
-from simulator.defaults import DEFAULTS
-from simulator.predict import predict as simulate
-from simulator.profile import (
+from simulator.inputs.profile import (
     LOOP_COLUMNS,
     Profile,
     load_profile,
     profile_to_csv,
     profile_to_json,
 )
-from simulator.scenarios import LIMITS
+from simulator.inputs.scenarios import LIMITS
+from simulator.model import acceptance
+from simulator.model.calibration import Calibration, match_gpu_id
+from simulator.model.defaults import DEFAULTS
+from simulator.model.predict import predict as simulate
 
 VALIDATION_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
 WORKLOADS = ("code", "prose")
@@ -87,7 +87,7 @@ K_MAX = 8
 HARNESS_DEFAULTS = DEFAULTS.without_engine()
 """The simulator's defaults for this harness. The loop here is not a serving engine: it
 runs a fixed batch with no scheduler, no admission and no detokenisation, so the
-engine's host costs (`engine_*` in `simulator.defaults`) do not apply; the profile
+engine's host costs (`engine_*` in `simulator.model.defaults`) do not apply; the profile
 measures what the loop's forwards cost, and the scenarios are `decode_only` (nothing
 is prefilled while the batch decodes)."""
 
@@ -466,7 +466,7 @@ def combine_profiles(paths: list[Path], out: Path, command: str) -> Path:
 
 
 def scenarios(points: pd.DataFrame, profile: Profile, context: int) -> pd.DataFrame:
-    """The simulator's scenario rows (`simulator.scenarios`) for the measured points: the
+    """The simulator's scenario rows (`simulator.inputs.scenarios`) for the measured points: the
     profiled device and dtype, a draft model at each point's K and batch, its measured
     per-position acceptance, and prompt/output lengths whose mean context (prompt +
     output / 2) is `context`, the cache span every validation step attends over."""
@@ -495,7 +495,7 @@ def scenarios(points: pd.DataFrame, profile: Profile, context: int) -> pd.DataFr
 
 
 def predict(points: pd.DataFrame, profile_path: Path, settings: ValidationSettings) -> pd.DataFrame:
-    """The simulator's prediction (`simulator.predict.predict`, calibrated by the profile)
+    """The simulator's prediction (`simulator.model.predict.predict`, calibrated by the profile)
     next to every measured point, with the point's measured per-position acceptance:
 
         speedup = tau * t_T(B, 1, L) / (draft time + t_T(B, K+1, L) + verify overhead)

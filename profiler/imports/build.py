@@ -19,12 +19,12 @@ import pandas as pd
 
 from profiler.imports.common import Parsed, StepPoint
 from profiler.imports.fit import EngineFit, Setup, fit_engine_step
-from simulator.calibration import match_gpu_id
-from simulator.catalog import default_gpus, default_models
 from simulator.errors import InputError
-from simulator.memory import get_kv_bytes_per_token
-from simulator.profile import SCHEMA, Profile, profile_from_dict
-from simulator.specs import DTYPE_BYTES, GPUSpec, ModelSpec
+from simulator.inputs.catalog import default_gpus, default_models
+from simulator.inputs.profile import SCHEMA, Profile, profile_from_dict
+from simulator.inputs.specs import DTYPE_BYTES, GPUSpec, ModelSpec
+from simulator.model.calibration import match_gpu_id
+from simulator.model.memory import get_kv_bytes_per_token
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ class StepPoint:
 
 @dataclass(frozen=True)
 class ServingPoint:
-    """One serving load the engine measured, as `simulator.profile.SERVING_COLUMNS`."""
+    """One serving load the engine measured, as `simulator.inputs.profile.SERVING_COLUMNS`."""
 
     source: str
     concurrency: float | None

@@ -1,9 +1,9 @@
 """Measured serving points against the simulator: the engine's per-step host cost fitted.
 
 Each serving point becomes a scenario (target, GPU, load, prompt and output lengths, the
-server's method and acceptance when it speculated) and `simulator.predict` gives its TPOT.
+server's method and acceptance when it speculated) and `simulator.model.predict` gives its TPOT.
 One term is fitted, `engine_step_ms` (the host cost of one engine step: scheduling, input
-preparation, sampling, output processing; `simulator.defaults`), minimising the squared log
+preparation, sampling, output processing; `simulator.model.defaults`), minimising the squared log
 error of predicted against measured TPOT over the plain (non-speculative) points, or over
 every point when there is no plain one. The host cost of a step does not depend on
 speculation, so the speculative points then test the model out of sample: their error
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simulator.defaults import DEFAULTS, ModelDefaults
 from simulator.errors import InputError
+from simulator.model.defaults import DEFAULTS, ModelDefaults
 
 TERM = "engine_step_ms"
 SEARCH_MS = (0.0, 50.0)
@@ -183,10 +183,10 @@ def _unpriced(p: pd.Series, draft: str, k: int | None) -> str:
 
 
 def _tpot(sc: pd.DataFrame, step_ms: float, d: ModelDefaults) -> np.ndarray:
-    from simulator.predict import predict
+    from simulator.model.predict import predict
 
     # kernels=False: a GPU with a fitted host cost is priced on the roofline, not the kernel
-    # tables (simulator.predict), so the cost is fitted on the prices it will be added to.
+    # tables (simulator.model.predict), so the cost is fitted on the prices it will be added to.
     out = predict(sc, defaults=d.replace(**{TERM: step_ms}), break_even=False, kernels=False)
     spec = (sc["method"] != "none").to_numpy()
     return np.where(spec, out["spec_tpot_ms"], out["baseline_tpot_ms"]).astype(float)

@@ -6,8 +6,8 @@ from __future__ import annotations
 def cmd_columns(args) -> int:
     import textwrap
 
-    from simulator.predict import OUTPUT_COLUMNS
-    from simulator.scenarios import COLUMNS
+    from simulator.inputs.scenarios import COLUMNS
+    from simulator.model.predict import OUTPUT_COLUMNS
 
     for c in COLUMNS:
         default = "" if c.default is None else f" (default {c.default!r})"

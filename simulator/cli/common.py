@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from simulator.catalog import GPUS_CSV, MODELS_CSV, load_gpus, load_models
 from simulator.errors import InputError
-from simulator.io import TableWriter, atomic_path, check_file, probe_folder, table_format
+from simulator.inputs.catalog import GPUS_CSV, MODELS_CSV, load_gpus, load_models
+from simulator.inputs.io import TableWriter, atomic_path, check_file, probe_folder, table_format
 
 PROGRESS_ROWS = 100_000
 """Tables larger than this report each stage, and each block written, on stderr."""
@@ -82,8 +82,8 @@ def selected_columns(text: str | None) -> list[str] | None:
         return None
     import difflib
 
-    from simulator.predict import OUTPUT_COLUMNS
-    from simulator.scenarios import INPUT_COLUMNS
+    from simulator.inputs.scenarios import INPUT_COLUMNS
+    from simulator.model.predict import OUTPUT_COLUMNS
 
     known = (*INPUT_COLUMNS, *OUTPUT_COLUMNS)
     names = [name.strip() for name in str(text).split(",")]
@@ -158,8 +158,8 @@ def profile_calibration(args):
             )
         return None, {}
     from library.cli import profile_source
-    from simulator.calibration import Calibration, match_gpu_id
-    from simulator.profile import load_profile
+    from simulator.inputs.profile import load_profile
+    from simulator.model.calibration import Calibration, match_gpu_id
 
     profiles = {}
     for path in args.profile:
@@ -178,7 +178,7 @@ def profile_calibration(args):
 def _warn_slow_profiles(profiles: dict, devices: dict[str, str]) -> None:
     """Say so when a profile's decode step is far slower than engines reach on its GPU, or
     its verify/decode ratio far from the engine's."""
-    from simulator.step_gap import flattery_warnings, verify_warnings
+    from simulator.validation.step_gap import flattery_warnings, verify_warnings
 
     for path, profile in profiles.items():
         for line in flattery_warnings(profile, devices[path]):
@@ -225,7 +225,7 @@ def predict_blocks(
     """`predict` block by block with the CLI's catalogs and profiles, reporting a large
     table's progress; warns at the end when a profile priced no row. `row_offset`: rows
     above the first block's first row."""
-    from simulator.predict import predict
+    from simulator.model.predict import predict
 
     gpus, models = catalogs(args)
     calibration, devices = profile_calibration(args)

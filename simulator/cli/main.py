@@ -15,7 +15,7 @@ import sys
 
 from simulator.cli import columns, common, predict, serve, sweep, validate
 from simulator.errors import InputError
-from simulator.io import table_format
+from simulator.inputs.io import table_format
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -7,10 +7,10 @@ import argparse
 import math
 from collections.abc import Iterator
 
-from simulator.catalog import load_models
 from simulator.cli import common
 from simulator.errors import InputError
-from simulator.io import read_blocks, table_columns, table_format
+from simulator.inputs.catalog import load_models
+from simulator.inputs.io import read_blocks, table_columns, table_format
 
 REQUESTS_PER_DAY = 2_000_000
 """Demand the --report economics price when neither the flag nor a row gives one: the
@@ -23,7 +23,7 @@ def _requests_per_day(column, default: float, source: str, row_offset: int = 0):
     import numpy as np
     import pandas as pd
 
-    from simulator.reports import MAX_REQUESTS_PER_DAY, requests_per_day_ok
+    from simulator.planning.reports import MAX_REQUESTS_PER_DAY, requests_per_day_ok
 
     text = column.fillna("").astype(str).str.strip()
     values = pd.to_numeric(text.where(text != ""), errors="coerce").to_numpy(dtype=float)
@@ -41,7 +41,7 @@ def _requests_per_day(column, default: float, source: str, row_offset: int = 0):
 
 def _write_report(result, demand, args) -> None:
     """The dashboard's sizing report: economics and pre-flight added, units in the headers."""
-    from simulator.reports import add_economics, add_preflight, report_csv
+    from simulator.planning.reports import add_economics, add_preflight, report_csv
 
     text = report_csv(add_preflight(add_economics(result, demand), load_models(args.models)))
     common.write_atomically(args.out, lambda fh: fh.write(text))
@@ -51,9 +51,9 @@ def cmd_predict(args) -> int:
     import numpy as np
     import pandas as pd
 
-    from simulator.predict import OUTPUT_COLUMNS
-    from simulator.reports import ECONOMICS_COLUMNS
-    from simulator.scenarios import check_columns
+    from simulator.inputs.scenarios import check_columns
+    from simulator.model.predict import OUTPUT_COLUMNS
+    from simulator.planning.reports import ECONOMICS_COLUMNS
 
     if args.report and table_format(args.out, "--out") != "csv":
         raise InputError("--report writes CSV; give a file ending in .csv", field="--out")
@@ -113,7 +113,7 @@ def _demand(text: str) -> float:
         value = float(text)
     except ValueError:
         value = math.nan
-    from simulator.reports import MAX_REQUESTS_PER_DAY, requests_per_day_ok
+    from simulator.planning.reports import MAX_REQUESTS_PER_DAY, requests_per_day_ok
 
     if not requests_per_day_ok(value):
         raise argparse.ArgumentTypeError(
@@ -130,7 +130,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--report",
         action="store_true",
-        help="write the dashboard's sizing report instead (simulator.reports, the one place "
+        help="write the dashboard's sizing report instead (simulator.planning.reports, the one place "
         "for its format): units in the headers, e.g. 'speedup [x]', and economics and "
         "pre-flight columns after the predictions (demand, replicas, monthly cost and saving "
         "in $); a requests_per_day column may then give each row's demand",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from simulator.cli import common
 from simulator.errors import InputError
-from simulator.io import read_blocks
-from simulator.sweep import parse_range
+from simulator.inputs.io import read_blocks
+from simulator.inputs.sweep import parse_range
 
 SERVE_LIMIT = 200
 """Most (scenario x load) simulations one `serve` call runs."""
@@ -22,8 +22,8 @@ def _check_decode_rounds(table, requests: int, source: str, **priced) -> None:
     large is refused by the run, naming `--requests` too."""
     import numpy as np
 
-    from simulator.predict import predict
-    from simulator.serving import MAX_DECODE_ROUNDS
+    from simulator.model.predict import predict
+    from simulator.serving.engine import MAX_DECODE_ROUNDS
 
     pred = predict(table, source=source, row_offset=common.first_row(source), **priced)
     spec = pred["method"].astype(str).ne("none").to_numpy()
@@ -46,8 +46,8 @@ def _check_decode_rounds(table, requests: int, source: str, **priced) -> None:
 def cmd_serve(args) -> int:
     import pandas as pd
 
-    from simulator.scenarios import check_columns, validate_scenarios
-    from simulator.serving import Load
+    from simulator.inputs.scenarios import check_columns, validate_scenarios
+    from simulator.serving.engine import Load
 
     gpus, models = common.catalogs(args)
     table = pd.concat(list(read_blocks(args.inp, common.WRITE_BLOCK_ROWS)), ignore_index=True)
@@ -123,11 +123,11 @@ def _serve_loads(args, scenarios: int) -> list[dict]:
 
 def _check_serve_flags(args) -> None:
     """`serve`'s acceptance spread, SLOs and length distribution, each in range; a spread
-    not given takes the default the dashboard uses (`simulator.serve_defaults`)."""
+    not given takes the default the dashboard uses (`simulator.serving.defaults`)."""
     import numpy as np
 
-    from simulator.serve_defaults import LENGTH_SPREAD
-    from simulator.serving import MAX_ACCEPTANCE_SPREAD, MAX_LOG_SPREAD
+    from simulator.serving.defaults import LENGTH_SPREAD
+    from simulator.serving.engine import MAX_ACCEPTANCE_SPREAD, MAX_LOG_SPREAD
 
     spread = args.acceptance_spread
     if spread is not None and not (np.isfinite(spread) and 0 <= spread <= MAX_ACCEPTANCE_SPREAD):
@@ -158,8 +158,8 @@ def _serve_row(args, i: int, scenario: dict, loads, priced, slos, baselines) -> 
     reads it, the load and the lengths)."""
     import pandas as pd
 
-    from simulator.serve_defaults import acceptance_spread, default_lengths
-    from simulator.serving import (
+    from simulator.serving.defaults import acceptance_spread, default_lengths
+    from simulator.serving.engine import (
         arm_key,
         arm_scenario,
         price_arms,
@@ -249,7 +249,7 @@ def add_parser(sub) -> None:
     )
     r.add_argument("--rate", help="requests/s, Poisson: 0.5:8:0.5 or 1,2,4")
     r.add_argument("--concurrency", help="requests in flight (closed loop): 1,4,16")
-    from simulator import serve_defaults as sd
+    from simulator.serving import defaults as sd
 
     r.add_argument(
         "--requests",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from simulator.cli import common
 from simulator.errors import InputError
-from simulator.io import table_format
-from simulator.sweep import SWEEP_LIMIT, build_grid, grid_size, parse_range
+from simulator.inputs.io import table_format
+from simulator.inputs.sweep import SWEEP_LIMIT, build_grid, grid_size, parse_range
 
 SWEEP_K = "1-8"
 SWEEP_ALPHA = "0.5:0.9:0.1"
@@ -13,7 +13,7 @@ SWEEP_ALPHA = "0.5:0.9:0.1"
 
 
 def cmd_sweep(args) -> int:
-    from simulator.scenarios import K_LIMIT, LIMITS
+    from simulator.inputs.scenarios import K_LIMIT, LIMITS
 
     table_format(args.out, "--out")
     columns = common.selected_columns(args.columns)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import sys
 
-from simulator.catalog import GPUS_CSV, MODELS_CSV
 from simulator.cli import common
 from simulator.errors import InputError
-from simulator.io import check_file
+from simulator.inputs.catalog import GPUS_CSV, MODELS_CSV
+from simulator.inputs.io import check_file
 
 
 def cmd_validate(args) -> int:
-    from simulator.published import format_summary, load_published, score, summarise
+    from simulator.validation.published import format_summary, load_published, score, summarise
 
     if (args.published is None) == (args.serving is None):
         raise InputError("give one of --published or --serving", field="--published")
@@ -24,7 +24,7 @@ def cmd_validate(args) -> int:
     common.write_table(errors, args.out)
     print(format_summary(summarise(errors)))
     if args.ablation:
-        from simulator.published import ablation
+        from simulator.validation.published import ablation
 
         table = ablation(load_published(args.published))
         print("\nmedian |error| with one term switched off (rows) by source (columns):")
@@ -39,7 +39,7 @@ def cmd_validate(args) -> int:
 
 def _validate_serving(args) -> int:
     """`validate --serving`: absolute TPOT and TTFT against measured serving runs."""
-    from simulator import serving_runs
+    from simulator.validation import serving_runs
 
     path = serving_runs.bundled_runs_path() if args.serving == "bundled" else args.serving
     check_file(str(path), "--serving")

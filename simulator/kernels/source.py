@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulator.inputs.specs import ModelSpec
 from simulator.kernels import tables
 from simulator.kernels.engines import ENGINE_HOST, EngineHost
 from simulator.kernels.surface import (
@@ -27,7 +28,6 @@ from simulator.kernels.surface import (
     Shape,
     build_surface,
 )
-from simulator.specs import ModelSpec
 
 EAGLE3_DRAFT_VOCAB = 32_000
 """Tokens an EAGLE-3 head's LM head scores: the published EAGLE-3 heads map a 32,000-token
@@ -358,7 +358,7 @@ def _draft(method: str, plan: KernelPlan, g, h, b, k, d_context, pf, prompt):
 def forward_ms(plan: KernelPlan, model: str, batch, query, context) -> np.ndarray:
     """ms of one forward of the target (`model` "target") or the separate draft model
     ("draft") at these points, NaN on rows the plan does not cover: the shape of a
-    `StepTimes.forward_ms` seam (simulator/predict.py's pieces price through
+    `StepTimes.forward_ms` seam (simulator/model/predict.py's pieces price through
     `step_times`, which also prices prefill, heads and host costs)."""
     out = np.full(plan.n, np.nan)
     st = plan.target if model == "target" else plan.draft

@@ -4,10 +4,10 @@ Given a model, its traffic and its SLOs, which GPUs, how many, which engine, whi
 speculation method and draft, which K (or K per batch size), which `max_num_seqs` and
 dtypes, and what does it cost per million output tokens? The search answers in two stages:
 
-1. `screen`: the vectorised model (`simulator.predict`) prices every candidate at once and
+1. `screen`: the vectorised model (`simulator.model.predict`) prices every candidate at once and
    drops those that cannot run, those that cannot meet the TPOT SLO at any rate, and those
    provably off both Pareto fronts (`prune`); it also bounds each survivor's rate.
-2. `confirm`: the request-level simulation (`simulator.serving`) bisects, per survivor and
+2. `confirm`: the request-level simulation (`simulator.serving.engine`) bisects, per survivor and
    per arm (with and without speculation), the highest request rate one replica serves
    within the SLOs, as Vidur-Search does; the runs fan out as Ray tasks (`runners`).
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from simulator import scenarios
 from simulator.errors import InputError
+from simulator.inputs import scenarios
 from simulator.search.spec import MAX_CANDIDATES, PER_BATCH, SearchSpec
 
 

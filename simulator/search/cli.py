@@ -49,7 +49,7 @@ def _log(text: str) -> None:
 
 def write_table(df, out: str) -> None:
     """`df` to `out` (CSV or Parquet by suffix), through a temporary file and a rename."""
-    from simulator.io import atomic_path
+    from simulator.inputs.io import atomic_path
 
     with atomic_path(out) as tmp:
         if Path(out).suffix.lower() == ".parquet":

@@ -3,7 +3,7 @@
 `confirm(job)` is what a Ray task runs (and what the in-process runner runs): it builds the
 arm's step model (`serving.step_model`, or `serving.schedule_model` for a K schedule),
 bisects the rate (`bisect.max_rate`) with one `serving.run` per probe, and returns the
-latency summary at the rate found. Only `simulator.serving`'s public functions are used.
+latency summary at the rate found. Only `simulator.serving.engine`'s public functions are used.
 Same job, same seed: same answer, on any worker.
 """
 
@@ -13,12 +13,12 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
-from simulator import serving
-from simulator.defaults import DEFAULTS
 from simulator.errors import InputError
+from simulator.model.defaults import DEFAULTS
 from simulator.search.bisect import max_rate
 from simulator.search.screen import Arm
 from simulator.search.spec import Slo
+from simulator.serving import engine as serving
 
 SUMMARY_KEYS = (
     "ttft_p50_ms",

@@ -26,7 +26,7 @@ from simulator.search.confirm import ArmResult, Job, confirm, probe_fn, step_mod
 from simulator.search.runners import InlineRunner
 from simulator.search.screen import Arm, Screened, screen
 from simulator.search.spec import SearchSpec
-from simulator.spread import default_acceptance_spread
+from simulator.serving.spread import default_acceptance_spread
 
 
 @dataclass

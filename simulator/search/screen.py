@@ -29,11 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simulator import serving, sizer
-from simulator.defaults import DEFAULTS
-from simulator.predict import WINDOW_REASONS, predict, status_reasons
+from simulator.model.defaults import DEFAULTS
+from simulator.model.predict import WINDOW_REASONS, predict, status_reasons
+from simulator.planning import sizer
 from simulator.search.candidates import Candidate
 from simulator.search.spec import SearchSpec
+from simulator.serving import engine as serving
 
 SCHEDULE_K_MAX = 8
 """Deepest K a K-per-batch schedule may pick (the Sizer's default)."""

@@ -13,11 +13,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulator import scenarios, serving
-from simulator.catalog import default_gpus, default_models
 from simulator.errors import InputError
-from simulator.scenarios import ACCEPTANCE_COLUMNS, K_LIMIT
-from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
+from simulator.inputs import scenarios
+from simulator.inputs.catalog import default_gpus, default_models
+from simulator.inputs.scenarios import ACCEPTANCE_COLUMNS, K_LIMIT
+from simulator.inputs.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
+from simulator.serving import engine as serving
 
 PER_BATCH = "per batch"
 """The K option that drafts K by batch size (vLLM `num_speculative_tokens_per_batch_size`)."""
@@ -130,7 +131,7 @@ class Simulation:
     requests: int = 400
     seed: int = 0
     acceptance_spread: float | None = None
-    """None: each arm's method's default (`simulator.spread`), as `serve` and the dashboard."""
+    """None: each arm's method's default (`simulator.serving.spread`), as `serve` and the dashboard."""
     iterations: int = 10
     window: int = 16
     keep: str = "fronts"

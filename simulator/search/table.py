@@ -15,9 +15,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from simulator import launch
-from simulator.catalog import default_models
-from simulator.scenarios import ACCEPTANCE_COLUMNS
+from simulator.inputs.catalog import default_models
+from simulator.inputs.scenarios import ACCEPTANCE_COLUMNS
+from simulator.planning import launch
 from simulator.search.confirm import ArmResult
 from simulator.search.screen import Screened
 from simulator.search.spec import SearchSpec
@@ -125,7 +125,7 @@ def _cost(hourly: float, rate: float, out_mean: float) -> float:
 
 
 def launch_command(c, ranges, spec: SearchSpec) -> str:
-    """The engine's launch command for this candidate (`simulator.launch`)."""
+    """The engine's launch command for this candidate (`simulator.planning.launch`)."""
     r = c.row
     models = default_models()
     target = models[r["target"]]

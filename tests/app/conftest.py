@@ -13,7 +13,7 @@ import pytest
 from streamlit.elements.lib import policies
 from streamlit.testing.v1 import AppTest
 
-from simulator.profile import SCHEMA, profile_from_dict, profile_to_csv, profile_to_json
+from simulator.inputs.profile import SCHEMA, profile_from_dict, profile_to_csv, profile_to_json
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = ROOT / "app" / "streamlit_app.py"
@@ -181,7 +181,7 @@ def default_positions() -> str:
     """The dashboard's default acceptance: the chat x EAGLE prior for Llama-3.3-70B
     (tau 2.94 at K=3, acceptance_priors.csv), by position along the EAGLE decay."""
     from app.presets import pick_prior
-    from simulator.catalog import default_models, load_acceptance_priors
+    from simulator.inputs.catalog import default_models, load_acceptance_priors
 
     prior = pick_prior(load_acceptance_priors(), "chat", "eagle", default_models()["llama-3.3-70b"])
     assert prior.tau == 2.94 and prior.k == 3

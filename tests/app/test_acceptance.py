@@ -9,7 +9,7 @@ import pytest
 
 from app.samples import EXAMPLE_SCRAPE
 from simulator import predict
-from simulator.metrics import parse_vllm_metrics
+from simulator.inputs.metrics import parse_vllm_metrics
 
 NO_SPEC = """\
 # TYPE vllm:num_requests_running gauge

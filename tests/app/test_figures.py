@@ -11,9 +11,9 @@ import pytest
 from app import figures
 from app.presets import pick_prior
 from simulator import predict
-from simulator.acceptance import tau_iid
-from simulator.catalog import default_models, load_acceptance_priors
-from simulator.reports import (
+from simulator.inputs.catalog import default_models, load_acceptance_priors
+from simulator.model.acceptance import tau_iid
+from simulator.planning.reports import (
     UNITS,
     add_economics,
     header,

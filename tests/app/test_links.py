@@ -13,7 +13,7 @@ from streamlit.testing.v1.element_tree import Selectbox
 
 from app import sim, widgets
 from app.presets import pick_prior
-from simulator.catalog import default_models, load_acceptance_priors
+from simulator.inputs.catalog import default_models, load_acceptance_priors
 
 BUNDLED = "bundled: cpu/specplan-byte-pair.json"
 CPU_SCENARIO = {

@@ -183,7 +183,7 @@ def test_the_pages_defaults_are_the_clis(app):
     """Issue 27: one default for `simulator serve` and this page (requests, lengths and
     their spread, acceptance spread by method)."""
     from simulator.__main__ import make_parser
-    from simulator.spread import default_acceptance_spread
+    from simulator.serving.spread import default_acceptance_spread
 
     cli = make_parser().parse_args(["serve", "--in", "x.csv", "--out", "y.csv"])
     at = app("load", state={"load_points": 2})

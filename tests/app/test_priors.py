@@ -6,7 +6,7 @@ is pasted, and a tree's figure says it is a tree's."""
 from __future__ import annotations
 
 from app.presets import pick_prior
-from simulator.catalog import default_models, load_acceptance_priors
+from simulator.inputs.catalog import default_models, load_acceptance_priors
 
 PAIR = {"target": "llama-3.1-8b", "method": "draft_model", "draft": "llama-3.2-1b"}
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from simulator import predict
-from simulator.calibration import Calibration
-from simulator.profile import MAX_PROFILE_BYTES, load_profile
+from simulator.inputs.profile import MAX_PROFILE_BYTES, load_profile
+from simulator.model.calibration import Calibration
 from tests.app.conftest import shown
 
 

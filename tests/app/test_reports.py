@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from simulator import OUTPUT_COLUMNS, predict
-from simulator.reports import read_report_csv
-from simulator.scenarios import INPUT_COLUMNS
+from simulator.inputs.scenarios import INPUT_COLUMNS
+from simulator.planning.reports import read_report_csv
 from tests.app.conftest import default_positions, shown, visit_and_return
 
 SHOWN_TO_COLUMN = {
@@ -292,7 +292,7 @@ def test_the_operating_point_row_comes_from_the_scenario_not_another_pages_state
     """Issue 27: Reports prefilled its third row from the Sizer's result left in the
     session, so the same link gave another table after a visit to the Sizer. The row is
     the Sizer's operating point for the scenario, found from the scenario itself."""
-    from simulator.sizer import size
+    from simulator.planning.sizer import size
 
     fresh = app("reports").session_state["report_rows"]
     choice = size(
@@ -328,8 +328,8 @@ def _sizer_base() -> dict:
 def test_replicas_and_cost_carry_the_validated_error_as_ranges(app):
     """Issue 27: the table's replicas and $/month appeared exact. Each row carries them at
     the model's median |error| in its batch's bucket, in the grid and in the CSV."""
-    from simulator.published import load_published, score
-    from simulator.uncertainty import get_money_range, get_speedup_error_by_batch
+    from simulator.planning.uncertainty import get_money_range, get_speedup_error_by_batch
+    from simulator.validation.published import load_published, score
 
     at = app("reports")
     csv = read_report_csv(at.session_state["report_csv"])

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from simulator import predict
-from simulator.preflight import K_MAX_SENSIBLE
-from simulator.sizer import DEFAULT_BATCHES
+from simulator.planning.preflight import K_MAX_SENSIBLE
+from simulator.planning.sizer import DEFAULT_BATCHES
 from tests.app.conftest import default_positions
 
 DEFAULT = {
@@ -96,7 +96,7 @@ def test_fixed_k_batch_curve_and_crossover_follow_the_simulator(app, charts):
 
 
 def test_batch_chart_shades_the_published_error_at_each_batch(app, charts):
-    from simulator.published import load_published, score
+    from simulator.validation.published import load_published, score
 
     at = app(query={"k": "4"})
     fig = charts(at)["roi_speedup_batch"]
@@ -204,7 +204,7 @@ def test_a_model_that_does_not_fit_says_so_and_keeps_running(app):
     ],
 )
 def test_default_page_picks_an_interior_best_k_at_batch_16(app, query):
-    from simulator.preflight import K_MAX_SENSIBLE
+    from simulator.planning.preflight import K_MAX_SENSIBLE
 
     at = app(query={**query, "batch_size": "16"})
     assert not at.exception
@@ -312,8 +312,8 @@ def test_the_headline_speedup_carries_the_validated_error_as_a_range(app):
 
 
 def _error_at(batch: int) -> float:
-    from simulator.published import load_published, score
-    from simulator.uncertainty import get_speedup_error_by_batch
+    from simulator.planning.uncertainty import get_speedup_error_by_batch
+    from simulator.validation.published import load_published, score
 
     path = "data/validation/published.csv"
     return float(get_speedup_error_by_batch([batch], score(load_published(path)))[0])
@@ -323,7 +323,7 @@ def test_replicas_cost_and_payback_carry_the_validated_error_as_ranges(app):
     """Issue 27: replica counts, $/month and payback appeared exact. They carry the
     model's median |error| against published measurements in the batch's bucket."""
     from app.formatting import money
-    from simulator.uncertainty import get_money_range, get_payback_range
+    from simulator.planning.uncertainty import get_money_range, get_payback_range
 
     at = app("roi", query={"batch_size": "32"})
     row = at.session_state["roi_row"]

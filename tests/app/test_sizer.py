@@ -1,5 +1,5 @@
 """Concurrency sizer page: memory bars, best K per batch, replicas and the launch command
-are what `simulator.sizer` and `simulator.launch` say."""
+are what `simulator.planning.sizer` and `simulator.planning.launch` say."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from simulator import predict
-from simulator.launch import vllm_schedule
-from simulator.sizer import schedule_ranges, size
+from simulator.planning.launch import vllm_schedule
+from simulator.planning.sizer import schedule_ranges, size
 from tests.app.conftest import default_positions
 
 BASE = {
@@ -150,8 +150,8 @@ def test_gpu_count_changes_capacity_as_predicted(app, gpus):
 
 
 def test_p99_sizing_counts_replicas_from_the_simulated_rate(app):
-    from simulator.serve_defaults import acceptance_spread, default_lengths
-    from simulator.tails import max_rate_at_slo
+    from simulator.serving.defaults import acceptance_spread, default_lengths
+    from simulator.serving.tails import max_rate_at_slo
 
     at = app("sizer", state={"size_on": "P99 at the SLO (request-level simulation)"})
     assert not at.exception
@@ -322,7 +322,7 @@ def test_the_deployment_headline_follows_the_p99_basis(app):
 
 def test_the_largest_batch_under_the_slo_stops_at_the_engines_cap(app):
     """Issue 27: it listed 512 where vLLM's --max-num-seqs caps a replica at 256."""
-    from simulator.defaults import DEFAULTS
+    from simulator.model.defaults import DEFAULTS
 
     at = app("sizer", query={"slo_tpot_ms": "1000"})
     text = " ".join(c.value for c in at.main.caption)
@@ -361,8 +361,8 @@ def test_the_deployment_carries_the_validated_error_as_ranges(app):
     the operating point's batch they are ranges, and the verdict says where speculation
     pays even at the low end."""
     from app.formatting import money
-    from simulator.published import load_published, score
-    from simulator.uncertainty import get_money_range, get_speedup_error_by_batch
+    from simulator.planning.uncertainty import get_money_range, get_speedup_error_by_batch
+    from simulator.validation.published import load_published, score
 
     at = app("sizer")
     choice = at.session_state["sizer_result"]["choice"]

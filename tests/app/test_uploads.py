@@ -9,8 +9,8 @@ import tomllib
 import pytest
 
 from app.figures_validation import MAX_CSV_BYTES
-from simulator.metrics import MAX_SCRAPE_BYTES
-from simulator.profile import MAX_PROFILE_BYTES
+from simulator.inputs.metrics import MAX_SCRAPE_BYTES
+from simulator.inputs.profile import MAX_PROFILE_BYTES
 from tests.app.conftest import ROOT, visit_and_return
 
 MIB = 1024 * 1024

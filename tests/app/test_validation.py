@@ -65,7 +65,7 @@ def test_page_states_the_isolated_draft_ablation(app):
 
 
 def test_page_scores_the_published_set_as_the_cli_does():
-    from simulator.published import load_published, score, summarise
+    from simulator.validation.published import load_published, score, summarise
 
     at = AppTest.from_file(str(ROOT / "app/streamlit_app.py"), default_timeout=60)
     at.run()
@@ -167,7 +167,7 @@ def test_an_upload_with_other_modes_shows_all_its_points(app):
 def test_reversals_count_the_sign_right_not_below_1_1():
     """Issue 27: "reversals caught 17 of 17" counted 1.099 against a published 0.93 as
     caught; a reversal is caught when the prediction is a slowdown too."""
-    from simulator.published import load_published, score, summarise
+    from simulator.validation.published import load_published, score, summarise
 
     at = AppTest.from_file(str(ROOT / "app/streamlit_app.py"), default_timeout=60)
     at.run()

@@ -10,7 +10,8 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator.catalog import (
+from simulator.errors import InputError
+from simulator.inputs.catalog import (
     GPUS_CSV,
     MODELS_CSV,
     default_gpus,
@@ -18,8 +19,7 @@ from simulator.catalog import (
     load_gpus,
     load_models,
 )
-from simulator.errors import InputError
-from simulator.predict import predict
+from simulator.model.predict import predict
 from tests.fuzz.harness import FUZZ, check_predictions, nasty_text, run_case, warm
 
 TMP = Path(tempfile.mkdtemp(prefix="specplan-fuzz-catalog-"))

@@ -18,8 +18,8 @@ from app.widgets import (
     link_problems,
     positions_from_param,
 )
-from simulator.catalog import default_gpus, default_models
-from simulator.specs import METHODS
+from simulator.inputs.catalog import default_gpus, default_models
+from simulator.inputs.specs import METHODS
 from tests.fuzz.harness import FUZZ, nasty_text, run_case
 
 CHOICES = {"target": list(default_models()), "gpu": list(default_gpus()), "method": list(METHODS)}

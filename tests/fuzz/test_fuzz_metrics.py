@@ -9,7 +9,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator.metrics import MAX_POSITIONS, parse_vllm_metrics
+from simulator.inputs.metrics import MAX_POSITIONS, parse_vllm_metrics
 from tests.fuzz.harness import FUZZ, finite, nasty_text, run_case, warm
 
 BASE = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.

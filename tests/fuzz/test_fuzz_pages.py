@@ -24,8 +24,8 @@ from streamlit.testing.v1 import AppTest
 
 from app.presets import MEASURED, WORKLOADS
 from app.widgets import WEIGHT_CHOICES
-from simulator.catalog import default_gpus, default_models
-from simulator.specs import KV_DTYPES, METHODS
+from simulator.inputs.catalog import default_gpus, default_models
+from simulator.inputs.specs import KV_DTYPES, METHODS
 from tests.fuzz.harness import EXPLORE, FUZZ, LONG, run_case, warm
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"

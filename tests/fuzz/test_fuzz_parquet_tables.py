@@ -5,7 +5,7 @@ group per row. `test_fuzz_scenarios.test_scenario_parquet` varies one column of 
 table; this is the family that found an empty table written as "0 predictions" and a
 `serve` that raised on it (issue 24, "Hardening" 3).
 
-The reader lives in simulator/io.py (validation in simulator/scenarios.py). A valid
+The reader lives in simulator/inputs/io.py (validation in simulator/inputs/scenarios.py). A valid
 table gives one prediction per row (one serve row per scenario and arm); anything else
 is refused naming the file, a row or a column.
 """

@@ -13,11 +13,9 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator.calibration import Calibration, match_gpu_id
 from simulator.errors import InputError
-from simulator.metrics import MAX_SCRAPE_BYTES, parse_vllm_metrics
-from simulator.predict import predict
-from simulator.profile import (
+from simulator.inputs.metrics import MAX_SCRAPE_BYTES, parse_vllm_metrics
+from simulator.inputs.profile import (
     MAX_MEASUREMENTS,
     MAX_PROFILE_BYTES,
     Profile,
@@ -26,6 +24,8 @@ from simulator.profile import (
     profile_to_csv,
     profile_to_json,
 )
+from simulator.model.calibration import Calibration, match_gpu_id
+from simulator.model.predict import predict
 from tests.fuzz.harness import (
     FUZZ,
     check_predictions,

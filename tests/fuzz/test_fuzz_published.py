@@ -1,8 +1,8 @@
 """Fuzz the published-measurements table (`python -m simulator validate --published`): a
 few bundled cases with one cell replaced by a nasty value, then loaded and scored.
 
-The parser lives in simulator/published.py (the scenario columns in
-simulator/scenarios.py); a failure here names the cell, and the assertion says what was
+The parser lives in simulator/validation/published.py (the scenario columns in
+simulator/inputs/scenarios.py); a failure here names the cell, and the assertion says what was
 wrong with the scores.
 """
 
@@ -18,7 +18,7 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator.published import MAX_SPEEDUP, load_published, score
+from simulator.validation.published import MAX_SPEEDUP, load_published, score
 from tests.fuzz.harness import FUZZ, NASTY_NUMBERS, nasty_text, run_case, warm
 
 ROOT = Path(__file__).resolve().parents[2]

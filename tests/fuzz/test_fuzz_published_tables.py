@@ -21,8 +21,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.errors import InputError
-from simulator.published import load_published, score
-from simulator.scenarios import INPUT_COLUMNS
+from simulator.inputs.scenarios import INPUT_COLUMNS
+from simulator.validation.published import load_published, score
 from tests.fuzz.harness import FUZZ, check_refusal, nasty_text, run_case
 from tests.fuzz.test_fuzz_published import HEADER, ROWS, TMP, check_scores
 

@@ -6,7 +6,7 @@ and above 0 where the row runs) or refused with an error that names a row and a 
 of the table; and the downloads follow the table shown.
 
 The page lives in app/views/reports.py (the table goes through app/sim.run_predict and
-simulator/reports.py). A page run costs what `test_fuzz_pages` says, so this draws as
+simulator/planning/reports.py). A page run costs what `test_fuzz_pages` says, so this draws as
 many cases as one page there.
 """
 
@@ -20,9 +20,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.views.reports import EDITOR_COLUMNS
-from simulator.catalog import default_gpus, default_models
-from simulator.reports import read_report_csv
-from simulator.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
+from simulator.inputs.catalog import default_gpus, default_models
+from simulator.inputs.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
+from simulator.planning.reports import read_report_csv
 from tests.fuzz.harness import NASTY_NUMBERS, NASTY_TEXT, run_case
 from tests.fuzz.test_fuzz_pages import PAGE_FUZZ, _open
 

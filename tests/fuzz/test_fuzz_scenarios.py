@@ -2,7 +2,7 @@
 and `predict` on a frame as the dashboard's editor passes it), the sweep flags (`python -m simulator sweep`) and the
 serve flags (`python -m simulator serve`).
 
-These parsers live in simulator/scenarios.py, simulator/sweep.py, simulator/serving.py and
+These parsers live in simulator/inputs/scenarios.py, simulator/inputs/sweep.py, simulator/serving/engine.py and
 simulator/cli/;
 a failure here names the input, and the assertion says what was wrong with the result.
 """
@@ -23,8 +23,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.cli.main import main
-from simulator.predict import OUTPUT_COLUMNS, predict
-from simulator.scenarios import INPUT_COLUMNS
+from simulator.inputs.scenarios import INPUT_COLUMNS
+from simulator.model.predict import OUTPUT_COLUMNS, predict
 from tests.fuzz.harness import FUZZ, NASTY_NUMBERS, check_predictions, nasty_text, run_case, warm
 
 TMP = Path(tempfile.mkdtemp(prefix="specplan-fuzz-scenarios-"))
@@ -327,7 +327,7 @@ warm(lambda: _sweep("--k", "2"))
 @FUZZ
 @given(flag=st.sampled_from(SWEEP_FLAGS), value=FLAG_VALUES)
 def test_sweep_flags(flag, value):
-    from simulator.sweep import grid_size, parse_range
+    from simulator.inputs.sweep import grid_size, parse_range
 
     if flag in ("--k", "--alpha", "--batch"):
         # A valid grid of many points is a long run, not a hang: only its parsing is timed.
@@ -434,7 +434,7 @@ def _serve(flag: str, value: str) -> pd.DataFrame:
 
 def _serve_size(flag: str, value: str) -> int:
     """(loads x requests) of a valid case, 0 when the value is not valid."""
-    from simulator.sweep import parse_range
+    from simulator.inputs.sweep import parse_range
 
     try:
         if flag in ("--rate", "--concurrency"):
@@ -453,8 +453,8 @@ warm(lambda: _serve("--rate", "1"))
 @FUZZ
 @given(flag=st.sampled_from(SERVE_FLAGS), value=FLAG_VALUES)
 def test_serve_flags(flag, value):
-    from simulator.serving import Load
-    from simulator.sweep import parse_range
+    from simulator.inputs.sweep import parse_range
+    from simulator.serving.engine import Load
 
     if _serve_size(flag, value) > SERVE_RUNS * 30:
         # A long valid run: only what decides to run it is timed (the count against its
@@ -526,11 +526,11 @@ def test_scenario_blocks(picks, block, piece, source, sink):
     """`predict --in --out` reads, predicts and writes in blocks (and CSV text in pieces):
     for any block size the file holds what one `predict` call on the whole table gives;
     with `--report`, what the dashboard's report of that call holds."""
-    from simulator import io as table_io
-    from simulator.catalog import default_models
     from simulator.cli import common
     from simulator.cli import predict as predict_command
-    from simulator.reports import add_economics, add_preflight, read_report_csv, report_csv
+    from simulator.inputs import io as table_io
+    from simulator.inputs.catalog import default_models
+    from simulator.planning.reports import add_economics, add_preflight, read_report_csv, report_csv
 
     rows = [BASE[0], *(BLOCK_ROWS_POOL[i] for i in picks)]
     table = pd.read_csv(io.StringIO(_csv(rows)))

@@ -21,7 +21,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator import serving
+from simulator.serving import engine as serving
 from tests.fuzz.harness import FUZZ, run_case, warm
 from tests.fuzz.test_fuzz_scenarios import FLAG_VALUES, CliRefused, _cli, check_serving
 

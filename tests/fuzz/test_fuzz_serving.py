@@ -1,4 +1,4 @@
-"""Fuzz the request-level engine (`simulator.serving.run`) with loads, lengths and KV
+"""Fuzz the request-level engine (`simulator.serving.engine.run`) with loads, lengths and KV
 caches drawn at random, down to a cache that holds no request: every run must end (the
 harness's CPU limit), and every request must either finish, with latencies >= 0, or be
 refused for being longer than the cache holds.
@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator import serving
+from simulator.serving import engine as serving
 from tests.fuzz.harness import FUZZ, run_case
 
 SCENARIO = dict(

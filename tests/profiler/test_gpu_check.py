@@ -11,7 +11,7 @@ import torch
 
 from bench.gpu_check import comparison, criteria
 from bench.reference_profile import main as reference_profile
-from simulator.profile import load_profile
+from simulator.inputs.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = pd.read_csv(ROOT / "data" / "step_reference" / "h200_decode_step_ms.csv")

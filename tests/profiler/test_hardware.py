@@ -8,10 +8,15 @@ import pytest
 import torch
 
 from profiler.hardware import copy_gbps, matmul_tflops, measure_rates
-from simulator.catalog import default_models
 from simulator.errors import InputError
-from simulator.profile import load_profile, profile_from_dict, profile_to_csv, profile_to_json
-from simulator.step_gap import annotate, step_bytes
+from simulator.inputs.catalog import default_models
+from simulator.inputs.profile import (
+    load_profile,
+    profile_from_dict,
+    profile_to_csv,
+    profile_to_json,
+)
+from simulator.validation.step_gap import annotate, step_bytes
 from tests.simulator.test_harm_case import FUSED, REFERENCE
 
 

@@ -22,7 +22,12 @@ from profiler.imports import detect, parse_file
 from profiler.imports.build import build, latency_steps
 from profiler.imports.fit import method_name
 from simulator.errors import InputError
-from simulator.profile import load_profile, profile_from_dict, profile_to_csv, profile_to_json
+from simulator.inputs.profile import (
+    load_profile,
+    profile_from_dict,
+    profile_to_csv,
+    profile_to_json,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "uploads"
 SERVE = ("vllm_serve_c16_baseline.json", "vllm_serve_c16_eagle3.json")
@@ -270,7 +275,7 @@ def test_imported_profile_round_trips_with_engine_and_serving_points():
 
 
 def test_step_measurements_calibrate_like_a_profile():
-    from simulator.calibration import Calibration
+    from simulator.model.calibration import Calibration
 
     imported = build([parsed(SGL)], target="llama-3.1-8b", gpu="h200")
     cal = Calibration.from_profiles([imported.profile])
@@ -345,8 +350,8 @@ def test_cli_import_without_gpu_asks_for_it(tmp_path, capsys):
 
 
 def test_an_imported_profile_calibrates_the_engine_cost_on_its_gpu_only():
-    from simulator.calibration import Calibration, summary
-    from simulator.predict import predict
+    from simulator.model.calibration import Calibration, summary
+    from simulator.model.predict import predict
 
     imported = build([parsed(n) for n in SERVE], gpu="h200", method="eagle3")
     cal = Calibration.from_profiles([imported.profile])

@@ -17,7 +17,7 @@ import torch
 
 from profiler import cli, device, measure
 from profiler.progress import Bar
-from simulator.profile import SCHEMA, load_profile
+from simulator.inputs.profile import SCHEMA, load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["--repeats", "3", "--warmup", "1", "--min-time", "0", "--threads", "1", "--quiet"]
@@ -306,7 +306,7 @@ def _run_pair(tmp_path, device_flag: str, extra=()):
 
 def test_draft_is_timed_inside_the_loop(tmp_path):
     from simulator import predict
-    from simulator.calibration import Calibration, match_gpu_id
+    from simulator.model.calibration import Calibration, match_gpu_id
 
     profile, from_csv = _run_pair(tmp_path, "cpu", QUICK)
     loop = profile.draft_in_loop

@@ -18,7 +18,7 @@ import torch
 from profiler import cli, device, measure, runner
 from profiler import options as lim
 from profiler.timing import MAX_SAMPLES
-from simulator.profile import SCHEMA, load_profile
+from simulator.inputs.profile import SCHEMA, load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["--repeats", "2", "--warmup", "0", "--min-time", "0", "--threads", "1", "--quiet"]
@@ -126,7 +126,7 @@ def test_help_states_the_limits(capsys):
 
 
 def test_limits_fit_the_timer_and_the_profile_loader():
-    from simulator import profile
+    from simulator.inputs import profile
 
     assert lim.MAX_REPEATS == MAX_SAMPLES
     # A target and a draft at the largest grid must still load.
@@ -323,7 +323,7 @@ def test_weights_are_counted_without_dynamo():
         """
         import sys
         from profiler.runner import full_weight_bytes
-        from simulator.catalog import default_models
+        from simulator.inputs.catalog import default_models
 
         for spec in default_models().values():
             full_weight_bytes(spec, "bf16")
@@ -346,7 +346,7 @@ def test_building_a_model_imports_neither_dynamo_nor_sympy():
         import sys
         import torch
         from profiler.model import ArchConfig, DecoderLM
-        from simulator.catalog import default_models
+        from simulator.inputs.catalog import default_models
 
         DecoderLM(ArchConfig.from_spec(default_models()["tiny"]), dtype=torch.bfloat16)
         print(sorted(m for m in ("torch._dynamo", "sympy") if m in sys.modules))

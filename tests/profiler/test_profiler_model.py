@@ -7,8 +7,8 @@ import torch
 
 from profiler.model import ArchConfig, DecoderLM, KVCache, mla_note, weight_bytes
 from profiler.runner import full_weight_bytes
-from simulator.catalog import default_models
-from simulator.specs import DTYPE_BYTES
+from simulator.inputs.catalog import default_models
+from simulator.inputs.specs import DTYPE_BYTES
 
 SMALL = ArchConfig(
     vocab_size=256,

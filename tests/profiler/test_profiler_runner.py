@@ -18,8 +18,8 @@ from profiler.inloop import profile_draft_in_loop
 from profiler.progress import Bar
 from profiler.runner import Grid, PointResult, RunOptions, plan_depths, profile_model
 from profiler.timing import MAX_SAMPLES, LatencyStats, measure
-from simulator.catalog import default_models
-from simulator.specs import ModelSpec
+from simulator.inputs.catalog import default_models
+from simulator.inputs.specs import ModelSpec
 
 CPU = torch.device("cpu")
 

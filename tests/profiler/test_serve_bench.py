@@ -1,7 +1,7 @@
 """The serving benchmark: a real continuous-batching loop around the trained pair.
 
 Its timings are consistent per request, greedy speculative serving emits the target's own
-greedy output, it serves the very requests `simulator.serving` simulates, and the CSVs
+greedy output, it serves the very requests `simulator.serving.engine` simulates, and the CSVs
 (a reduced run here, the committed one in `data/validation/`) carry the issue's columns.
 """
 
@@ -20,9 +20,9 @@ from profiler.groundtruth import serve_bench as sb
 from profiler.groundtruth.specdec import autoregressive_generate
 from profiler.groundtruth.train_pair import load_pair
 from profiler.groundtruth.validate import VALIDATION_DIR
-from simulator import serving
-from simulator.calibration import Calibration
-from simulator.profile import load_profile
+from simulator.inputs.profile import load_profile
+from simulator.model.calibration import Calibration
+from simulator.serving import engine as serving
 
 TEXT = (
     b'def parse(text):\n    """Return a dictionary of the key-value pairs found in text."""\n'

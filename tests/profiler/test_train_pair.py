@@ -28,7 +28,7 @@ from profiler.groundtruth.train_pair import (
 )
 from profiler.groundtruth.validate import ValidationSettings, tau_vs_iid, validate
 from profiler.model import ArchConfig
-from simulator.catalog import load_models
+from simulator.inputs.catalog import load_models
 
 SAMPLE_PY = '''"""Helpers for parsing configuration files.
 

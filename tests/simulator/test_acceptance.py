@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator import acceptance
+from simulator.model import acceptance
 
 
 def test_tau_iid_hand_computed():
@@ -112,7 +112,7 @@ def test_cpu_pair_tau_at_every_k_from_a_fit_on_k4_only():
 
 
 def test_decay_extends_tau_from_one_k_and_fits_public_curves():
-    from simulator.catalog import method_decays
+    from simulator.inputs.catalog import method_decays
 
     decays = method_decays()
     # EAGLE-1 heads lose acceptance with depth faster than EAGLE-3 heads.

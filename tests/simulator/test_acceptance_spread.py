@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator import serving
+from simulator.serving import engine as serving
 
 
 @pytest.mark.parametrize("mean", [0.987, 0.9, 0.7, 0.3, 0.02])
@@ -57,7 +57,7 @@ def test_speculative_p99_at_concurrency_one_is_not_a_fake_tail():
 def test_the_default_spread_comes_from_the_published_between_workload_spread():
     import pandas as pd
 
-    from simulator.spread import SPREAD_CSV, default_acceptance_spread
+    from simulator.serving.spread import SPREAD_CSV, default_acceptance_spread
 
     table = pd.read_csv(SPREAD_CSV)
     assert table["source"].str.contains("acceptance_priors.csv").all()

@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from simulator import predict
-from simulator.calibration import Calibration, match_gpu_id, summary
-from simulator.catalog import default_models
-from simulator.defaults import DEFAULTS
-from simulator.latency import ModelArrays, get_model_traffic
-from simulator.profile import SCHEMA, profile_from_dict
+from simulator.inputs.catalog import default_models
+from simulator.inputs.profile import SCHEMA, profile_from_dict
+from simulator.model.calibration import Calibration, match_gpu_id, summary
+from simulator.model.defaults import DEFAULTS
+from simulator.model.latency import ModelArrays, get_model_traffic
 
 TRUE_BW, TRUE_TF, O0, O1 = 40.0, 0.4, 0.3, 0.05  # GB/s, TFLOP/s, ms, ms per layer
 
@@ -183,7 +183,7 @@ def test_cpu_reference_profile_reproduced_at_measured_points():
     two measured ones is labelled interpolated and lies between them."""
     from pathlib import Path
 
-    from simulator.profile import load_profile
+    from simulator.inputs.profile import load_profile
 
     path = Path(__file__).resolve().parents[2] / "data/profiles/cpu/tiny.json"
     profile = load_profile(path)
@@ -295,7 +295,7 @@ def test_verify_faster_than_decode_is_floored_and_said():
     the decode step's time, so the speedup stays within K + 1, and a warning says so."""
     from pathlib import Path
 
-    from simulator.profile import load_profile
+    from simulator.inputs.profile import load_profile
 
     path = Path(__file__).resolve().parents[2] / "data/profiles/cpu/tiny.json"
     profile = load_profile(path)
@@ -324,7 +324,7 @@ def test_profiled_model_outside_the_catalog_needs_its_architecture():
     from pathlib import Path
 
     from simulator.errors import InputError
-    from simulator.profile import load_profile
+    from simulator.inputs.profile import load_profile
 
     path = Path(__file__).resolve().parents[2] / "data/profiles/cpu/tiny.json"
     profile = load_profile(path)
@@ -341,7 +341,7 @@ def test_profiled_moe_model_outside_the_catalog_is_refused():
     from pathlib import Path
 
     from simulator.errors import InputError
-    from simulator.profile import load_profile
+    from simulator.inputs.profile import load_profile
 
     path = Path(__file__).resolve().parents[2] / "data/profiles/cpu/tiny.json"
     profile = load_profile(path)

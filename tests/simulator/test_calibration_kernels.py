@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from simulator import predict
-from simulator.calibration import Calibration
-from simulator.profile import SCHEMA, profile_from_dict
+from simulator.inputs.profile import SCHEMA, profile_from_dict
+from simulator.model.calibration import Calibration
 
 ROW = dict(
     target="llama-3.1-8b",
@@ -124,7 +124,7 @@ def test_a_model_or_tp_the_profile_did_not_measure_keeps_the_tables():
 
 
 def test_verify_forwards_far_from_the_engines_ratio_are_named():
-    from simulator.step_gap import verify_gaps, verify_warnings
+    from simulator.validation.step_gap import verify_gaps, verify_warnings
 
     decode_only = _raw_profile(None)
     assert verify_gaps(decode_only) == [] and verify_warnings(decode_only) == []
@@ -137,7 +137,7 @@ def test_verify_forwards_far_from_the_engines_ratio_are_named():
 def test_the_cli_says_when_a_profile_of_the_rows_gpu_times_none_of_their_models(tmp_path, capsys):
     from pathlib import Path
 
-    from simulator.__main__ import main
+    from simulator.cli.main import main
 
     fused = Path(__file__).resolve().parents[2] / "data/profiles/nvidia-h200/fused-reference.json"
     src, out = tmp_path / "s.csv", tmp_path / "p.csv"

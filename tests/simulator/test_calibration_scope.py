@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from simulator import predict
-from simulator.calibration import Calibration
-from simulator.profile import SCHEMA, profile_from_dict
+from simulator.inputs.profile import SCHEMA, profile_from_dict
+from simulator.model.calibration import Calibration
 
 SLOW = 1.8
 """The profile's steps: this many times the uncalibrated step, as the profiler of commit

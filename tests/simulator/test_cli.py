@@ -17,9 +17,9 @@ from simulator.cli import common
 from simulator.cli import predict as predict_command
 from simulator.cli import sweep as sweep_command
 from simulator.cli.main import main
-from simulator.predict import OUTPUT_COLUMNS, predict
-from simulator.reports import ECONOMICS_COLUMNS, add_economics, read_report_csv
-from simulator.scenarios import INPUT_COLUMNS
+from simulator.inputs.scenarios import INPUT_COLUMNS
+from simulator.model.predict import OUTPUT_COLUMNS, predict
+from simulator.planning.reports import ECONOMICS_COLUMNS, add_economics, read_report_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -658,7 +658,7 @@ def _prediction_blocks():
 
 
 def test_the_csv_text_is_the_same_on_any_number_of_threads(tmp_path, monkeypatch):
-    from simulator import io as table_io
+    from simulator.inputs import io as table_io
 
     monkeypatch.setattr(table_io, "CSV_ROWS", 3)
     texts = []
@@ -676,7 +676,7 @@ def test_the_csv_text_is_the_same_on_any_number_of_threads(tmp_path, monkeypatch
 
 
 def test_a_block_that_fails_to_format_is_raised_and_nothing_after_it_is_written(tmp_path):
-    from simulator.io import TableWriter
+    from simulator.inputs.io import TableWriter
 
     blocks = _prediction_blocks()
     bad = blocks[2].copy()

@@ -1,4 +1,4 @@
-"""`simulator.io.csv_frame`: the CSV reader of the published set and the Validation page's
+"""`simulator.inputs.io.csv_frame`: the CSV reader of the published set and the Validation page's
 upload refuses what pandas would read wrong without a word."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from simulator.errors import InputError
-from simulator.io import csv_frame
+from simulator.inputs.io import csv_frame
 
 
 def test_a_row_one_field_longer_is_refused_not_shifted():

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from simulator import predict
-from simulator.catalog import default_gpus, default_models
 from simulator.errors import InputError
-from simulator.specs import METHODS
+from simulator.inputs.catalog import default_gpus, default_models
+from simulator.inputs.specs import METHODS
 
 
 def _diverse(n: int, seed: int = 3) -> pd.DataFrame:
@@ -81,7 +81,7 @@ def test_rows_grouped_by_catalog_entry_give_the_same_answers(monkeypatch):
     # with figures per row. Either way the rows are reordered and their outputs put back.
     import sys
 
-    module = sys.modules["simulator.predict"]
+    module = sys.modules["simulator.model.predict"]
     table = _diverse(3000, seed=4)
     monkeypatch.setattr(module, "GROUP_ROWS", 4)
     grouped = predict(table)
@@ -95,8 +95,8 @@ def test_rows_grouped_by_catalog_entry_give_the_same_answers(monkeypatch):
 
 
 def test_a_calibrated_table_in_any_order_gives_the_same_rows():
-    from simulator.calibration import Calibration
-    from simulator.profile import load_profile
+    from simulator.inputs.profile import load_profile
+    from simulator.model.calibration import Calibration
 
     cal = Calibration.from_profiles([load_profile("data/profiles/cpu/specplan-byte-pair.json")])
     rng = np.random.default_rng(6)
@@ -204,7 +204,7 @@ def test_a_short_measured_curve_is_extended_whatever_the_other_rows_measured():
 
 
 def test_whole_powers_by_products_match_pow_and_fall_back_where_they_cannot():
-    from simulator.acceptance import WHOLE_POWER_MAX, WholePower
+    from simulator.model.acceptance import WHOLE_POWER_MAX, WholePower
 
     rng = np.random.default_rng(0)
     x = rng.uniform(0, 1, 500)
@@ -221,7 +221,7 @@ def test_whole_powers_by_products_match_pow_and_fall_back_where_they_cannot():
 
 
 def test_newton_stops_early_at_the_same_answer():
-    from simulator.acceptance import alpha_from_tau, tau_iid
+    from simulator.model.acceptance import alpha_from_tau, tau_iid
 
     rng = np.random.default_rng(1)
     k = rng.integers(1, 17, 4000).astype(float)
@@ -233,7 +233,7 @@ def test_newton_stops_early_at_the_same_answer():
 
 
 def test_the_default_roofline_adds_memory_and_compute_time():
-    from simulator.latency import get_roofline_ms
+    from simulator.model.latency import get_roofline_ms
 
     rng = np.random.default_rng(2)
     nbytes, flops = rng.uniform(1e6, 1e11, 300), rng.uniform(1e9, 1e15, 300)

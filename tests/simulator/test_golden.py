@@ -20,10 +20,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from simulator import serving  # noqa: E402
-from simulator.calibration import Calibration  # noqa: E402
-from simulator.predict import predict  # noqa: E402
-from simulator.profile import load_profile  # noqa: E402
+from simulator.inputs.profile import load_profile  # noqa: E402
+from simulator.model.calibration import Calibration  # noqa: E402
+from simulator.model.predict import predict  # noqa: E402
+from simulator.serving import engine as serving  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 PREDICT_CSV = DATA / "golden_predict.csv"

@@ -14,7 +14,7 @@ import pytest
 
 from simulator.cli.main import main
 from simulator.errors import InputError
-from simulator.sweep import parse_range
+from simulator.inputs.sweep import parse_range
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP = ["sweep", "--target", "llama-3.1-8b", "--gpu", "h100-sxm", "--method", "ngram"]
@@ -200,7 +200,7 @@ def test_an_out_in_a_folder_that_accepts_no_files_exits_2(tmp_path, capsys, comm
 def test_a_header_wider_than_a_spreadsheet_is_refused_before_its_columns_are_built(
     tmp_path, capsys
 ):
-    from simulator.io import MAX_COLUMNS
+    from simulator.inputs.io import MAX_COLUMNS
 
     header, row = SCENARIO.splitlines()
     blank = MAX_COLUMNS - header.count(",")  # one column more than the limit
@@ -226,7 +226,7 @@ def test_a_wide_parquet_table_and_a_wide_upload_are_refused_too(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from simulator.io import MAX_COLUMNS, csv_frame, read_blocks
+    from simulator.inputs.io import MAX_COLUMNS, csv_frame, read_blocks
 
     names = ["target", *(f"c{i}" for i in range(MAX_COLUMNS))]
     src = tmp_path / "wide.parquet"

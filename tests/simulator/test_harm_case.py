@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from simulator import predict
-from simulator.calibration import Calibration
-from simulator.profile import load_profile
-from simulator.step_gap import decode_gaps, flattery_warnings
+from simulator.inputs.profile import load_profile
+from simulator.model.calibration import Calibration
+from simulator.validation.step_gap import decode_gaps, flattery_warnings
 
 ROOT = Path(__file__).resolve().parents[2]
 FUSED = ROOT / "data" / "profiles" / "nvidia-h200" / "fused-reference.json"
@@ -109,8 +109,8 @@ def test_the_reference_profiles_verify_forwards_draw_the_verify_warning(fused, t
     """The fused reference timed verify forwards at 3.65x its decode step at batch 64
     (8B, 4 tokens, context 2048) where vLLM's tables give 1.24x; a row at that very point
     is priced from the profile's verify, so the profile says so on the page and on stderr."""
-    from simulator.__main__ import main
-    from simulator.step_gap import verify_warnings
+    from simulator.cli.main import main
+    from simulator.validation.step_gap import verify_warnings
 
     lines = verify_warnings(fused)
     assert [x.split(":")[0] for x in lines] == ["llama-3.1-8b", "llama-3.2-1b"]

@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.catalog import DATA_DIR, default_models
 from simulator.errors import InputError
+from simulator.inputs.catalog import DATA_DIR, default_models
 from simulator.kernels import tables
 from simulator.kernels.source import get_surface, shape_of
-from simulator.predict import predict
+from simulator.model.predict import predict
 
 REFERENCE = DATA_DIR / "validation" / "kernel_reference_h200.csv"
 
@@ -150,8 +150,8 @@ def test_prefill_chunks_cost_more_with_more_tokens_and_nothing_without():
 
 
 def test_kernel_rows_pay_their_engines_host_costs_per_step_round_and_draft_forward():
-    from simulator.defaults import DEFAULTS
     from simulator.kernels.engines import ENGINE_HOST
+    from simulator.model.defaults import DEFAULTS
 
     row = dict(
         target="llama-3.1-8b",
@@ -184,7 +184,7 @@ def test_eagle_heads_cost_k_head_forwards_and_more_with_k():
 
 
 def test_the_launch_command_follows_the_engine_and_maps_k_to_its_flags():
-    from simulator.launch import engine_command
+    from simulator.planning.launch import engine_command
 
     models = default_models()
     common = dict(

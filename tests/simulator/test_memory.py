@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 
 from simulator import predict
-from simulator.catalog import GPUS_CSV, MODELS_CSV, load_gpus, load_models
-from simulator.defaults import DEFAULTS
 from simulator.errors import InputError
-from simulator.specs import GPUSpec
+from simulator.inputs.catalog import GPUS_CSV, MODELS_CSV, load_gpus, load_models
+from simulator.inputs.specs import GPUSpec
+from simulator.model.defaults import DEFAULTS
 
 
 def test_kv_capacity_matches_vllm_startup_log():

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from simulator import predict
-from simulator.catalog import default_models, method_decay
-from simulator.launch import SGLANG_CHAIN_NOTE, sglang_command, vllm_command
-from simulator.sizer import size
+from simulator.inputs.catalog import default_models, method_decay
+from simulator.planning.launch import SGLANG_CHAIN_NOTE, sglang_command, vllm_command
+from simulator.planning.sizer import size
 
 BASE = dict(target="llama-3.1-8b", gpu="h100-sxm", batch_size=16, prompt_len=512, output_len=256)
 

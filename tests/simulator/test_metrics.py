@@ -5,7 +5,11 @@ import pytest
 
 from app.samples import EXAMPLE_SCRAPE
 from simulator.errors import InputError
-from simulator.metrics import InconsistentScrape, parse_vllm_metrics, per_batch_position_bounds
+from simulator.inputs.metrics import (
+    InconsistentScrape,
+    parse_vllm_metrics,
+    per_batch_position_bounds,
+)
 
 # A V1 scrape: 1000 steps of K=4, 2400 drafts accepted, per-position counts decaying.
 V1 = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.

@@ -5,10 +5,10 @@ import pandas as pd
 import pytest
 
 from simulator import InputError, predict
-from simulator.catalog import default_gpus, default_models
-from simulator.defaults import DEFAULTS
-from simulator.memory import get_kv_bytes_per_token
-from simulator.specs import DTYPE_BYTES
+from simulator.inputs.catalog import default_gpus, default_models
+from simulator.inputs.specs import DTYPE_BYTES
+from simulator.model.defaults import DEFAULTS
+from simulator.model.memory import get_kv_bytes_per_token
 
 
 def _one(**row):
@@ -161,7 +161,7 @@ def test_three_acceptance_forms_agree():
 def test_blocks_agree_with_one_pass_and_report_global_rows(monkeypatch):
     import sys
 
-    predict_module = sys.modules["simulator.predict"]
+    predict_module = sys.modules["simulator.model.predict"]
 
     rows = [
         dict(

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.errors import InputError
-from simulator.profile import (
+from simulator.inputs.profile import (
     MAX_PROFILE_BYTES,
     MEASUREMENT_COLUMNS,
     SCHEMA,

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from simulator.errors import InputError
-from simulator.published import load_published, score, summarise
+from simulator.validation.published import load_published, score, summarise
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ROOT / "data/validation/published.csv"

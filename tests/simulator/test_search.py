@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator import scenarios, serving
 from simulator.cli.main import main
 from simulator.errors import InputError
+from simulator.inputs import scenarios
 from simulator.search import parse_spec, run_search
 from simulator.search import table as search_table
 from simulator.search.bisect import max_rate, step_ratio, trickle
@@ -26,6 +26,7 @@ from simulator.search.confirm import confirm, probe_fn, step_model_of
 from simulator.search.driver import _job, dominated
 from simulator.search.runners import InlineRunner, RayRunner
 from simulator.search.screen import screen
+from simulator.serving import engine as serving
 
 LLAMA_EAGLE3 = {"method": "eagle3", "acceptance_rate": 0.75}
 LLAMA_DRAFT = {"method": "draft_model", "draft": "llama-3.2-1b", "acceptance_rate": 0.65}
@@ -436,8 +437,8 @@ def test_keep_optimum_confirms_fewer_and_finds_the_same_optimum(space):
 
 
 def test_the_acceptance_spread_defaults_to_the_methods_as_serve_and_the_dashboard():
-    """Issue 27: one acceptance-spread default (`simulator.spread`), not the search's 0.1."""
-    from simulator.spread import default_acceptance_spread
+    """Issue 27: one acceptance-spread default (`simulator.serving.spread`), not the search's 0.1."""
+    from simulator.serving.spread import default_acceptance_spread
 
     for given, expect in ((None, None), (0.2, 0.2)):
         sim = {"requests": 80, "window": 2}

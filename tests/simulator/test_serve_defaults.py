@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from simulator.__main__ import main, make_parser
-from simulator.spread import default_acceptance_spread
+from simulator.cli.main import main, make_parser
+from simulator.serving.spread import default_acceptance_spread
 
 ROW = (
     "target,gpu,method,k,mean_accepted_tokens,prompt_len,output_len\n"
@@ -34,7 +34,7 @@ def test_lognormal_without_a_spread_is_the_default_sigma_not_fixed(tmp_path):
 
 
 def test_the_cli_defaults_are_the_dashboards(tmp_path):
-    from simulator.serve_defaults import (
+    from simulator.serving.defaults import (
         LENGTH_KIND,
         LENGTH_SPREAD,
         REQUESTS,

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from simulator.errors import InputError
-from simulator.serving import Lengths, Load, run, simulate, step_model, weighted_percentile
+from simulator.serving.engine import Lengths, Load, run, simulate, step_model, weighted_percentile
 
 EAGLE3 = dict(target="llama-3.1-8b", gpu="h100-sxm", method="eagle3", k=3, mean_accepted_tokens=2.8)
 
@@ -215,7 +215,7 @@ def test_a_measured_per_request_sample_replaces_the_beta(models):
 
 
 def test_a_looser_slo_admits_a_higher_rate():
-    from simulator.tails import max_rate_at_slo
+    from simulator.serving.tails import max_rate_at_slo
 
     kw = dict(speculative=True, slo_ttft_ms=2000.0, start=150, acceptance_spread=0.1)
     tight = max_rate_at_slo(EAGLE3, Lengths(256), Lengths(128), slo_tpot_ms=8.0, **kw).rate
@@ -224,7 +224,7 @@ def test_a_looser_slo_admits_a_higher_rate():
 
 
 def test_a_k_schedule_drafts_by_batch_size():
-    from simulator.serving import schedule_model
+    from simulator.serving.engine import schedule_model
 
     sized = {**EAGLE3, "prompt_len": 256, "output_len": 256}
     plan = schedule_model(sized, [(1, 4, 3), (5, 512, 0)])
@@ -288,7 +288,7 @@ def test_serve_cli_reports_a_setup_that_cannot_run_and_goes_on(tmp_path):
 def test_drawn_paths_emit_as_a_bernoulli_per_position_up_to_the_first_rejection():
     """One uniform per round against the survival S_j = c_1...c_j gives P(emit >= 1 + j)
     = S_j, the law of drafting position by position; every path reaches its output."""
-    from simulator.serving import _Paths
+    from simulator.serving.engine import _Paths
 
     cond = np.array([[0.8, 0.7, 0.5], [0.99, 0.99, 0.99], [0.0, 0.0, 0.0]])
     survival = np.cumprod(cond, axis=1)
@@ -316,7 +316,7 @@ def test_every_decoded_token_is_in_the_itl_samples_once(case):
     """The ITL samples are rebuilt from the decode segments at the end: per token they
     weigh exactly the tokens decoded after the first (preempted, rescheduled or not), and
     per chunk no chunk carries more than 1 + K tokens."""
-    from simulator.serving import schedule_model
+    from simulator.serving.engine import schedule_model
 
     if case == "preemption":
         model = step_model(
@@ -387,7 +387,7 @@ def test_serve_refuses_a_bad_row_before_simulating_any(tmp_path):
 def test_step_models_priced_once_give_the_runs_priced_each_time():
     # The dashboard prices each arm's steps once per scenario and reuses them at every
     # load point; the runs must be the ones run_arms prices for itself.
-    from simulator.serving import price_arms, run_arms
+    from simulator.serving.engine import price_arms, run_arms
 
     prompt, output = Lengths(512, "fixed"), Lengths(128, "fixed")
     priced = price_arms(EAGLE3, prompt.mean, output.mean)
@@ -426,7 +426,7 @@ def test_serve_says_which_load_columns_it_sets_aside(tmp_path):
 def test_a_latency_summary_computed_once_serves_every_slo(models):
     # The Load page keeps each run's percentiles and re-counts only the requests that meet
     # a new SLO; the summary must be the one computed from scratch, key order included.
-    from simulator.serving import latency_summary, summarise
+    from simulator.serving.engine import latency_summary, summarise
 
     r = run(models[True], Load(requests=200, rate=20.0, seed=3), Lengths(256), Lengths(64))
     kept = latency_summary(r)
@@ -439,7 +439,7 @@ def test_a_latency_summary_computed_once_serves_every_slo(models):
 
 
 def test_the_baseline_reads_nothing_only_speculation_reads():
-    from simulator.serving import arm_scenario
+    from simulator.serving.engine import arm_scenario
 
     plain = dict(target="llama-3.1-8b", gpu="h100-sxm", prompt_len=512, output_len=128)
     variants = [
@@ -503,7 +503,7 @@ def test_serve_simulates_a_baseline_shared_by_rows_once_per_load(tmp_path, servi
 def test_a_request_longer_than_the_kv_cache_is_refused_and_the_run_ends(models, closed):
     from dataclasses import replace
 
-    from simulator.serving import latency_summary, summarise
+    from simulator.serving.engine import latency_summary, summarise
 
     small = replace(models[True], kv_blocks=45)  # 720 tokens; prompts around 512 + 128
     load = Load(requests=60, concurrency=4, seed=3) if closed else Load(requests=60, rate=2.0)
@@ -525,7 +525,7 @@ def test_a_request_longer_than_the_kv_cache_is_refused_and_the_run_ends(models, 
 def test_a_kv_cache_too_small_for_every_request_refuses_them_all(models):
     from dataclasses import replace
 
-    from simulator.serving import summarise
+    from simulator.serving.engine import summarise
 
     result = run(
         replace(models[False], kv_blocks=4), Load(requests=10, rate=1.0), Lengths(512), Lengths(64)
@@ -573,8 +573,8 @@ def test_an_acceptance_spread_wider_than_any_distribution_is_refused(models):
 
 
 def test_no_rate_meets_a_p99_slo_when_more_than_one_request_in_a_hundred_is_refused():
-    from simulator.serving import summarise
-    from simulator.tails import max_rate_at_slo
+    from simulator.serving.engine import summarise
+    from simulator.serving.tails import max_rate_at_slo
 
     # One L4 holds about 34,000 tokens of an 8B model's KV cache: lognormal prompts around
     # 20,000 pass it about 7% of the time. The requests served meet these loose SLOs even
@@ -591,7 +591,7 @@ def test_no_rate_meets_a_p99_slo_when_more_than_one_request_in_a_hundred_is_refu
 
 
 def test_a_replica_that_manages_a_small_share_of_its_ceiling_gets_that_rate_not_zero():
-    from simulator.tails import max_rate_at_slo
+    from simulator.serving.tails import max_rate_at_slo
 
     # 20,000-token prompts on one L4: prefill bounds the rate far below the decode ceiling
     # (the old linear search stopped at 1/256 of it and reported 0).
@@ -603,9 +603,9 @@ def test_a_replica_that_manages_a_small_share_of_its_ceiling_gets_that_rate_not_
     seqs = len(model.decode_ms) - 1
     ceiling = seqs * 1e3 / model.decode_ms[seqs] / 64
     assert 0.01 <= rate < ceiling / 256
-    # Judged on steady-state P99s (simulator.tails): met at the rate, missed at the top of
+    # Judged on steady-state P99s (simulator.serving.tails): met at the rate, missed at the top of
     # its bracket, 5% above.
-    from simulator.tails import steady_tails
+    from simulator.serving.tails import steady_tails
 
     found = max_rate_at_slo(l4, prompt, output, speculative=False, start=100, **slos)
     assert found.rate == rate and found.high <= 1.05 * rate

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from simulator import serving_runs
-from simulator.catalog import default_models
 from simulator.cli.main import main
 from simulator.errors import InputError
+from simulator.inputs.catalog import default_models
+from simulator.validation import serving_runs
 
 RUN = dict(
     backend="vllm",

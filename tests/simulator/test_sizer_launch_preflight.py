@@ -8,10 +8,15 @@ import pandas as pd
 import pytest
 
 from simulator import predict
-from simulator.catalog import default_models
-from simulator.launch import sglang_command, trtllm_draft_len_schedule, vllm_command, vllm_schedule
-from simulator.preflight import checklist
-from simulator.sizer import schedule_ranges, size
+from simulator.inputs.catalog import default_models
+from simulator.planning.launch import (
+    sglang_command,
+    trtllm_draft_len_schedule,
+    vllm_command,
+    vllm_schedule,
+)
+from simulator.planning.preflight import checklist
+from simulator.planning.sizer import schedule_ranges, size
 
 BASE = dict(
     target="llama-3.3-70b",
@@ -199,7 +204,7 @@ def test_break_even_alpha_holds_across_k_batch_and_method():
 
 def test_a_grid_priced_once_sizes_every_slo_as_pricing_it_each_time():
     # The dashboard prices the (K, batch) grid once and re-sizes it for each SLO.
-    from simulator.sizer import price_grid
+    from simulator.planning.sizer import price_grid
 
     grid = price_grid(BASE, k_max=6)
     before = grid.copy()

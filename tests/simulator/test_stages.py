@@ -1,17 +1,17 @@
-"""Each stage of the model (`simulator.stages`) alone, against numbers worked by hand,
-and the step-time seam (`simulator.step_times`) with a source that is not the roofline."""
+"""Each stage of the model (`simulator.model.stages`) alone, against numbers worked by hand,
+and the step-time seam (`simulator.model.step_times`) with a source that is not the roofline."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from simulator import stages
-from simulator.catalog import default_models
-from simulator.defaults import DEFAULTS
-from simulator.drafts import method_masks
-from simulator.latency import Hardware, ModelArrays, get_model_step_ms
-from simulator.step_times import (
+from simulator.inputs.catalog import default_models
+from simulator.model import stages
+from simulator.model.defaults import DEFAULTS
+from simulator.model.drafts import method_masks
+from simulator.model.latency import Hardware, ModelArrays, get_model_step_ms
+from simulator.model.step_times import (
     TARGET,
     Forwards,
     RooflineStepTimes,
@@ -170,7 +170,7 @@ def test_a_source_that_prices_whole_steps_is_one_class_the_stages_do_not_name():
     import dataclasses
     import inspect
 
-    from simulator.kernel_steps import KernelStepTimes
+    from simulator.model.kernel_steps import KernelStepTimes
 
     class FlatSteps(type(fixed_times(piece()))):
         def price_steps(self, p, steps, b_base, b_spec):

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from simulator import predict
-from simulator.catalog import default_gpus, default_models
-from simulator.defaults import DEFAULTS
-from simulator.latency import ModelArrays
-from simulator.memory import get_kv_bytes_per_token
-from simulator.steady import get_prefill_ms
+from simulator.inputs.catalog import default_gpus, default_models
+from simulator.model.defaults import DEFAULTS
+from simulator.model.latency import ModelArrays
+from simulator.model.memory import get_kv_bytes_per_token
+from simulator.model.steady import get_prefill_ms
 
 EAGLE_8B = dict(
     target="llama-3.1-8b",

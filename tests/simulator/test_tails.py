@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator import tails
-from simulator.serving import Lengths, Load, run, step_model
+from simulator.serving import tails
+from simulator.serving.engine import Lengths, Load, run, step_model
 
 # 8B with a 1B draft on one H200, as the second task; the baseline arm, priced by
 # the default engine's kernel tables. There the rate a short run sizes sits where the queue

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.uncertainty import (
+from simulator.planning.uncertainty import (
     get_money_range,
     get_payback_range,
     get_paying_batches,

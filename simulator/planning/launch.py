@@ -1,0 +1,239 @@
+"""Launch configurations in the engines' own forms: vLLM and SGLang command lines, vLLM's
+per-batch-size speculative tokens and TensorRT-LLM's `draft_len_schedule`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from simulator.inputs.specs import ModelSpec
+
+_VLLM_METHOD = {
+    "draft_model": "draft_model",
+    "eagle": "eagle",
+    "eagle3": "eagle3",
+    "medusa": "medusa",
+    "mtp": "mtp",
+    "ngram": "ngram",
+}
+_SGLANG_ALGO = {
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "draft_model": "STANDALONE",
+    "mtp": "EAGLE",
+    "ngram": "NGRAM",
+}
+SGLANG_CHAIN_NOTE = (
+    "# --speculative-num-draft-tokens is K+1 for a chain (topk 1): K drafted tokens plus "
+    "the bonus token the target adds"
+)
+
+
+def _repo(model: ModelSpec | None, fallback: str) -> str:
+    return model.hf_repo if model is not None and model.hf_repo else fallback
+
+
+def vllm_schedule(ranges: list[tuple[int, int, int]]) -> list[list[int]]:
+    """vLLM `num_speculative_tokens_per_batch_size`: [[lo, hi, k], ...] batch ranges."""
+    return [[int(lo), int(hi), int(k)] for lo, hi, k in ranges]
+
+
+def trtllm_draft_len_schedule(ranges: list[tuple[int, int, int]]) -> dict[int, int]:
+    """TensorRT-LLM `draft_len_schedule`: {batch size upper bound: draft length}."""
+    return {int(hi): int(k) for _, hi, k in ranges}
+
+
+def _drafter(method: str, target: ModelSpec, draft: ModelSpec | None, head_repo: str) -> str:
+    """The repository the engine loads as the drafter: the draft model, the EAGLE or Medusa
+    head (a placeholder naming what belongs there when none is given), '' for none."""
+    if method == "draft_model":
+        return _repo(draft, draft.id if draft else "<draft>")
+    if method in ("eagle", "eagle3", "medusa"):
+        return head_repo or f"<{method} head for {target.id}>"
+    return ""
+
+
+def _serve_args(
+    head: list[str], flags: tuple[str, str, str, str], target: ModelSpec, **values
+) -> list[str]:
+    """`head` and the target's repository, then the four sizing flags in `flags`' names
+    (tensor parallel, memory fraction, context length, sequences) with their values."""
+    order = ("num_gpus", "gpu_memory_utilization", "max_model_len", "max_num_seqs")
+    args = [*head, _repo(target, target.id)]
+    for flag, key in zip(flags, order, strict=True):
+        v = values[key]
+        args += [flag, f"{v:g}" if isinstance(v, float) else str(v)]
+    return args
+
+
+def launch_schedule(
+    ranges: list[tuple[int, int, int]], max_num_seqs: int, operating_k: int
+) -> list[tuple[int, int, int]]:
+    """The (lo, hi, K) batch ranges a launch at `max_num_seqs` sequences carries: the
+    schedule cut at that batch, or none when the operating point's K is 0. A server sized
+    to run at K = 0 would otherwise load the draft (its weights and KV cache) for batches
+    it speculates at only when the load falls below the sizing."""
+    if operating_k <= 0:
+        return []
+    return [(lo, min(hi, max_num_seqs), k) for lo, hi, k in ranges if lo <= max_num_seqs]
+
+
+def vllm_command(
+    *,
+    target: ModelSpec,
+    method: str,
+    k: int,
+    num_gpus: int,
+    gpu_memory_utilization: float,
+    max_model_len: int,
+    max_num_seqs: int,
+    draft: ModelSpec | None = None,
+    head_repo: str = "",
+    kv_dtype: str = "bf16",
+    weight_dtype: str = "bf16",
+    ranges: list[tuple[int, int, int]] | None = None,
+) -> str:
+    """`vllm serve` with `--speculative-config` JSON for exactly this deployment.
+
+    vLLM's method names: draft_model, eagle (EAGLE-1/2 heads), eagle3, medusa (K must equal
+    the checkpoint's heads), mtp, ngram."""
+    args = _serve_args(
+        ["vllm", "serve"],
+        ("--tensor-parallel-size", "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs"),
+        target,
+        num_gpus=num_gpus,
+        gpu_memory_utilization=float(gpu_memory_utilization),
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+    )
+    if weight_dtype == "fp8":
+        args += ["--quantization", "fp8"]
+    if kv_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8"]
+    if method != "none" and k > 0:
+        spec: dict = {"method": _VLLM_METHOD[method], "num_speculative_tokens": int(k)}
+        if _drafter(method, target, draft, head_repo):
+            spec["model"] = _drafter(method, target, draft, head_repo)
+        elif method == "ngram":
+            spec.update(prompt_lookup_min=2, prompt_lookup_max=5)
+        if ranges and any(r[2] != k for r in ranges):
+            spec["num_speculative_tokens_per_batch_size"] = vllm_schedule(ranges)
+        args += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def sglang_command(
+    *,
+    target: ModelSpec,
+    method: str,
+    k: int,
+    num_gpus: int,
+    gpu_memory_utilization: float,
+    max_model_len: int,
+    max_num_seqs: int,
+    draft: ModelSpec | None = None,
+    head_repo: str = "",
+    kv_dtype: str = "bf16",
+) -> str:
+    """`python -m sglang.launch_server` for this deployment (chain drafts: topk 1)."""
+    args = _serve_args(
+        ["python", "-m", "sglang.launch_server", "--model-path"],
+        ("--tp", "--mem-fraction-static", "--context-length", "--max-running-requests"),
+        target,
+        num_gpus=num_gpus,
+        gpu_memory_utilization=float(gpu_memory_utilization),
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+    )
+    if kv_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8_e4m3"]
+    if method in _SGLANG_ALGO and k > 0:
+        args += [
+            "--speculative-algorithm",
+            _SGLANG_ALGO[method],
+            "--speculative-num-steps",
+            str(k),
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            str(k + 1),
+        ]
+        if method in ("draft_model", "eagle", "eagle3"):
+            args += ["--speculative-draft-model-path", _drafter(method, target, draft, head_repo)]
+        return SGLANG_CHAIN_NOTE + "\n" + " ".join(shlex.quote(a) for a in args)
+    elif method == "medusa":
+        return "# SGLang has no Medusa support; use vLLM or TensorRT-LLM\n" + " ".join(
+            shlex.quote(a) for a in args
+        )
+    return " ".join(shlex.quote(a) for a in args)
+
+
+_TRTLLM_DECODING = {
+    "eagle3": "Eagle3",
+    "draft_model": "DraftTarget",
+    "mtp": "MTP",
+    "ngram": "NGram",
+}
+"""TensorRT-LLM PyTorch-backend `speculative_config.decoding_type` per method (its
+speculative-decoding docs: EAGLE 3, draft/target, MTP, NGram; EAGLE-1/2 and Medusa heads
+run only on its older TensorRT backend)."""
+
+
+def trtllm_command(
+    *,
+    target: ModelSpec,
+    method: str,
+    k: int,
+    num_gpus: int,
+    gpu_memory_utilization: float,
+    max_model_len: int,
+    max_num_seqs: int,
+    draft: ModelSpec | None = None,
+    head_repo: str = "",
+    kv_dtype: str = "bf16",
+) -> str:
+    """`trtllm-serve` and the `--extra_llm_api_options` YAML it reads: K is
+    `max_draft_len` (MTP: `num_nextn_predict_layers`), a chain of K drafted tokens."""
+    args = _serve_args(
+        ["trtllm-serve"],
+        ("--tp_size", "--kv_cache_free_gpu_memory_fraction", "--max_seq_len", "--max_batch_size"),
+        target,
+        num_gpus=num_gpus,
+        gpu_memory_utilization=float(gpu_memory_utilization),
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+    )
+    yaml = []
+    if kv_dtype == "fp8":
+        yaml += ["kv_cache_config:", "  dtype: fp8"]
+    if method in ("eagle", "medusa") and k > 0:
+        note = f"# TensorRT-LLM's PyTorch backend has no {method} heads; use vLLM or SGLang\n"
+        return note + " ".join(shlex.quote(a) for a in args)
+    if method in _TRTLLM_DECODING and k > 0:
+        yaml += ["speculative_config:", f"  decoding_type: {_TRTLLM_DECODING[method]}"]
+        if method == "mtp":
+            yaml.append(f"  num_nextn_predict_layers: {int(k)}")
+        else:
+            yaml.append(f"  max_draft_len: {int(k)}")
+        if method in ("draft_model", "eagle3"):
+            yaml.append(f"  speculative_model: {_drafter(method, target, draft, head_repo)}")
+    if not yaml:
+        return " ".join(shlex.quote(a) for a in args)
+    args += ["--extra_llm_api_options", "spec.yaml"]
+    body = "\n".join(yaml)
+    return f"cat > spec.yaml <<'EOF'\n{body}\nEOF\n" + " ".join(shlex.quote(a) for a in args)
+
+
+def engine_command(engine: str, **kwargs) -> str:
+    """The launch command of the scenario's `engine` (vllm, sglang or trtllm; `other` gets
+    vLLM's as the reference form), with K mapped onto that engine's own flags."""
+    if engine == "sglang":
+        kwargs.pop("weight_dtype", None)
+        kwargs.pop("ranges", None)
+        return sglang_command(**kwargs)
+    if engine == "trtllm":
+        kwargs.pop("weight_dtype", None)
+        kwargs.pop("ranges", None)
+        return trtllm_command(**kwargs)
+    return vllm_command(**kwargs)

@@ -1,0 +1,233 @@
+"""Absolute TPOT and TTFT checked on measured serving runs.
+
+aiconfigurator-core ships `systems/silicon_sample.csv` (Apache-2.0): serving benchmarks
+run with vLLM, SGLang and TensorRT-LLM on H100, H200, B200 and others, one row per
+(model, GPU, engine, parallelism, ISL/OSL, concurrency) with the measured mean TPOT and
+TTFT. `load_runs` keeps the rows this model can price as the runs were made: dense
+models the catalog has, aggregated serving (not disaggregated), tensor parallelism only
+(no pipeline or attention data parallelism), fp8 weights (KV cache fp8, as the
+engines' fp8 recipes run it). `score` prices each as `simulator predict` would (method
+none, `serving` steady, batch = concurrency, prompt = isl, output = osl) and returns one
+row per run with the errors; `summarise` groups them.
+
+The measured TTFT includes queueing behind the other requests' prefill and decode
+steps; the predicted TTFT is one prompt's prefill alone, so its error is expected to be
+negative and grows with concurrency.
+
+**Runs left out of the summary: the prefill floor.** At concurrency C a run completes C
+requests per request lifetime (TTFT + (OSL - 1) * TPOT, as measured), so in that time the
+engine must prefill C prompts. `score` prices that work from the engine's own kernel tables
+at a full chunk's per-token cost (the cheapest a prompt token gets; device time only, no
+host cost) and marks a run `excluded` when it exceeds the measured lifetime: those prompts
+were not all computed (prefix-cache hits) or the TPOT left the prefill steps out, and the
+run does not measure what `serving = steady` prices. The rule reads the data alone, the
+same under kernel or roofline pricing; the summary states how many runs it left out and
+from which groups.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.errors import InputError
+from simulator.kernels import tables
+
+SILICON_COLUMNS = (
+    "backend",
+    "model_path",
+    "system",
+    "precision",
+    "mode",
+    "isl",
+    "osl",
+    "batch_size",
+    "tp_size",
+    "pp_size",
+    "attention_dp_size",
+    "silicon_ttft_ms",
+    "silicon_tpot_ms",
+)
+"""Columns of silicon_sample.csv this reads; a file without them is refused."""
+
+BUCKETS = ((0, 8, "1-8"), (8, 32, "9-32"), (32, 128, "33-128"), (128, np.inf, ">128"))
+"""Concurrency buckets of the summary (lower bound exclusive)."""
+
+
+def bundled_runs_path() -> Path:
+    """silicon_sample.csv as the installed aiconfigurator-core ships it."""
+    return tables.systems_root() / "silicon_sample.csv"
+
+
+def catalog_id(model_path: str) -> str:
+    """A Hugging Face repo name as a catalog id: 'meta-llama/Llama-3.1-8B-Instruct' and
+    'nvidia/Llama-3.1-8B-Instruct-FP8' -> 'llama-3.1-8b' (same shape)."""
+    name = str(model_path).rsplit("/", 1)[-1].lower()
+    for suffix in ("-fp8", "-instruct"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def load_runs(path, models) -> pd.DataFrame:
+    """The usable runs of a silicon_sample.csv as scenario columns plus the measurements.
+
+    Keeps aggregated fp8 runs of dense catalog models on catalog GPUs with tensor
+    parallelism only. Raises `InputError` naming the file if a needed column is missing.
+    """
+    raw = pd.read_csv(path)
+    missing = [c for c in SILICON_COLUMNS if c not in raw.columns]
+    if missing:
+        raise InputError(f"missing columns {missing}", file=str(path))
+    gpu_of = {system: gpu for gpu, system in tables.SYSTEMS.items()}
+    target = raw["model_path"].map(catalog_id)
+    dense = {k for k, m in models.items() if not m.is_moe and not m.is_mla}
+    one = {1.0}
+    keep = (
+        (raw["mode"] == "agg")
+        & (raw["precision"] == "fp8")
+        & target.isin(dense)
+        & raw["system"].isin(gpu_of)
+        & raw["pp_size"].fillna(1.0).isin(one)
+        & raw["attention_dp_size"].fillna(1.0).replace(0.0, 1.0).isin(one)
+        & (raw["silicon_tpot_ms"] > 0)
+        & (raw["tp_size"] >= 1)
+        & raw["backend"].isin(tables.ENGINES)
+    )
+    runs = raw[keep]
+    return pd.DataFrame(
+        {
+            "target": target[keep].to_numpy(),
+            "gpu": runs["system"].map(gpu_of).to_numpy(),
+            "num_gpus": runs["tp_size"].astype(int).to_numpy(),
+            "engine": runs["backend"].to_numpy(),
+            "weight_dtype": "fp8",
+            "kv_dtype": "fp8",
+            "method": "none",
+            "serving": "steady",
+            "batch_size": runs["batch_size"].astype(int).to_numpy(),
+            "prompt_len": runs["isl"].astype(int).to_numpy(),
+            "output_len": runs["osl"].astype(int).to_numpy(),
+            "measured_tpot_ms": runs["silicon_tpot_ms"].to_numpy(float),
+            "measured_ttft_ms": runs["silicon_ttft_ms"].to_numpy(float),
+            "engine_version_measured": runs.get("backend_version", pd.Series("", runs.index))
+            .fillna("")
+            .astype(str)
+            .to_numpy(),
+        }
+    )
+
+
+def score(runs: pd.DataFrame, *, gpus=None, models=None, kernels: bool = True) -> pd.DataFrame:
+    """Each run priced, with `tpot_error` and `ttft_error` (predicted / measured - 1)."""
+    from simulator.model.predict import predict
+
+    scen = runs.drop(columns=["measured_tpot_ms", "measured_ttft_ms", "engine_version_measured"])
+    out = predict(scen, gpus=gpus, models=models, break_even=False, kernels=kernels)
+    res = runs.copy()
+    res["predicted_tpot_ms"] = out["baseline_tpot_ms"].to_numpy()
+    res["predicted_ttft_ms"], floor = _ttft_ms(runs, kernels)
+    res["prefill_floor_ms"] = floor
+    res["latency_source"] = out["latency_source"].astype(str).to_numpy()
+    res["status"] = out["status"].astype(str).to_numpy()
+    res["tpot_error"] = res["predicted_tpot_ms"] / res["measured_tpot_ms"] - 1.0
+    res["ttft_error"] = res["predicted_ttft_ms"] / res["measured_ttft_ms"] - 1.0
+    lifetime = res["measured_ttft_ms"] + (res["output_len"] - 1) * res["measured_tpot_ms"]
+    res["excluded"] = np.where(
+        res["prefill_floor_ms"] > lifetime, "below the prefill floor (prompts not computed)", ""
+    )
+    return res
+
+
+def _ttft_ms(runs: pd.DataFrame, kernels: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per run: the predicted TTFT, one prompt's prefill alone (a forward of `prompt_len`
+    tokens) plus one host step (NaN when not `kernels`); and the prefill floor, the device
+    ms of the run's `batch_size` prompts at a full chunk's per-token cost (NaN where the
+    engine has no tables). Both from the engine's kernel tables."""
+    from simulator.inputs.catalog import default_models
+    from simulator.kernels.engines import ENGINE_HOST
+    from simulator.kernels.source import get_surface, shape_of
+
+    models = default_models()
+    ttft = np.full(len(runs), np.nan)
+    floor = np.full(len(runs), np.nan)
+    keys = ["target", "gpu", "engine", "num_gpus", "prompt_len"]
+    for (t, g, e, tp, p), idx in runs.groupby(keys).indices.items():
+        s = get_surface(shape_of(models.get(t)), g, e, "", "fp8", "fp8", int(tp))
+        if s is None:
+            continue
+        prefill = float(s.prefill_ms(p, p))
+        floor[idx] = runs["batch_size"].to_numpy(float)[idx] * prefill
+        if kernels:
+            ttft[idx] = prefill + float(s.at_m(s.lm_head_ms, 1.0)) + ENGINE_HOST[e].step_ms
+    return ttft, floor
+
+
+def _bucket(batch) -> np.ndarray:
+    b = np.asarray(batch, dtype=float)
+    out = np.full(b.shape, "", dtype=object)
+    for lo, hi, name in BUCKETS:
+        out[(b > lo) & (b <= hi)] = name
+    return out
+
+
+def _stats(errors: pd.DataFrame, key) -> pd.DataFrame:
+    g = errors.groupby(key, sort=True)
+    return pd.DataFrame(
+        {
+            "runs": g.size(),
+            "tpot_median_abs": g["tpot_error"].apply(lambda e: e.abs().median()),
+            "tpot_signed": g["tpot_error"].median(),
+            "ttft_median_abs": g["ttft_error"].apply(lambda e: e.abs().median()),
+        }
+    )
+
+
+def summarise(errors: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Median |error| and signed median of TPOT (and |error| of TTFT): overall, by engine,
+    GPU, model, concurrency bucket, and by (model, GPU, engine), over the runs not
+    `excluded` (the prefill floor, module docstring)."""
+    kept = errors["excluded"] == "" if "excluded" in errors else True
+    e = errors[np.isfinite(errors["tpot_error"]) & kept].assign(
+        concurrency=lambda d: _bucket(d["batch_size"]), all="all"
+    )
+    return {
+        "overall": _stats(e, "all"),
+        "engine": _stats(e, "engine"),
+        "gpu": _stats(e, "gpu"),
+        "model": _stats(e, "target"),
+        "concurrency": _stats(e, "concurrency"),
+        "model, GPU, engine": _stats(e, ["target", "gpu", "engine"]),
+    }
+
+
+def excluded_note(errors: pd.DataFrame) -> str:
+    """How many runs the prefill floor left out, and from which (model, GPU, engine)."""
+    out = errors[errors["excluded"] != ""]
+    if out.empty:
+        return "no run left out by the prefill floor"
+    groups = out.groupby(["target", "gpu", "engine"]).size()
+    named = ", ".join(f"{t} {g} {e}: {n}" for (t, g, e), n in groups.items())
+    return (
+        f"{len(out)} of {len(errors)} runs left out: below the prefill floor (the engine's "
+        "own kernels need longer to prefill the run's concurrent prompts than a request's "
+        f"measured lifetime, TTFT + (OSL - 1) * TPOT; prompts not computed) ({named})"
+    )
+
+
+def format_summary(tables_by: dict[str, pd.DataFrame], errors=None) -> str:
+    """The summary as text tables (percentages); with `errors`, the runs left out."""
+    parts = [
+        "TPOT and TTFT against measured serving runs (measured TTFT includes queueing; "
+        "the predicted TTFT is the prompt's prefill alone)"
+    ]
+    if errors is not None and "excluded" in errors:
+        parts.append(excluded_note(errors))
+    for name, df in tables_by.items():
+        shown = df.copy()
+        for c in ("tpot_median_abs", "tpot_signed", "ttft_median_abs"):
+            shown[c] = (100 * shown[c]).round(1)
+        shown.columns = ["runs", "TPOT |err| %", "TPOT signed %", "TTFT |err| %"]
+        parts.append(f"\nby {name}:\n{shown.to_string()}")
+    return "\n".join(parts)
