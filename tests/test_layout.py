@@ -1,6 +1,7 @@
 """The shape of the code, read from its syntax trees: no import cycle among the project's
-modules (imports inside functions count too), and no function longer than 100 lines in
-simulator/, profiler/ or app/ (the issue's bound; the model's stages stay under 80)."""
+modules (imports inside functions count too), no folder of the simulator importing one
+above it, and no function longer than 100 lines in simulator/, profiler/ or app/ (the
+issue's bound; the model's stages stay under 80)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,22 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("simulator", "profiler", "app")
 MAX_LINES = 100
 STAGE_MAX_LINES = 80
+LAYERS = {
+    f"simulator.{folder}": layer
+    for folder, layer in (
+        ("inputs", 0),
+        ("model", 0),
+        ("kernels", 0),
+        ("serving", 1),
+        ("planning", 1),
+        ("validation", 1),
+        ("search", 2),
+        ("cli", 3),
+    )
+}
+"""The simulator's folders, lowest first. A folder imports only folders of a lower layer (the
+three of layer 0 read each other: the model's catalogs, the scenario table's units, the
+kernel tables' engine versions); each folder's `__init__` docstring says so in words."""
 
 
 def _modules() -> dict[str, Path]:
@@ -98,6 +115,51 @@ def test_no_import_cycle_among_project_modules():
     modules = _modules()
     graph = {name: _imports(name, path, modules) for name, path in modules.items()}
     assert _cycles(graph) == []
+
+
+def _folder(module: str) -> str | None:
+    return next((f for f in LAYERS if module == f or module.startswith(f + ".")), None)
+
+
+def _layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    out = []
+    for name, deps in sorted(graph.items()):
+        here = _folder(name)
+        for dep in sorted(deps):
+            there = _folder(dep)
+            if here is None or there is None or here == there:
+                continue
+            if LAYERS[there] > LAYERS[here] or (LAYERS[there] == LAYERS[here] != 0):
+                out.append(f"{name} -> {dep}")
+    return out
+
+
+def test_no_folder_of_the_simulator_imports_one_above_it():
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert _layer_violations(graph) == []
+    # Only `python -m` reaches the command lines.
+    for cli, main in (
+        ("simulator.cli", "simulator.__main__"),
+        ("profiler.cli", "profiler.__main__"),
+    ):
+        users = {n for n, deps in graph.items() if cli in {_folder(d) or d for d in deps}}
+        assert users - {main} - {n for n in users if n.startswith(cli)} == set(), cli
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = {"simulator.model.predict": {"simulator.serving.engine"}}
+    assert _layer_violations(graph) == ["simulator.model.predict -> simulator.serving.engine"]
+    assert _layer_violations({"simulator.serving.tails": {"simulator.planning.sizer"}}) != []
+    assert _layer_violations({"simulator.inputs.io": {"simulator.model.steady"}}) == []
+
+
+@pytest.mark.parametrize("folder", sorted(LAYERS))
+def test_each_folder_says_what_it_holds_and_may_import(folder):
+    doc = ast.get_docstring(
+        ast.parse((ROOT / folder.replace(".", "/") / "__init__.py").read_text())
+    )
+    assert doc and "May import" in doc, folder
 
 
 def test_the_cycle_finder_finds_a_cycle():

@@ -2,7 +2,8 @@
 `vllm bench latency`, `vllm bench serve`, `trtllm-bench` and speculators'
 `throughput_interactivity` CSV (one module each), the detector, the profile they build
 (`build`) and the fit of the engine's per-step host cost to the serving points (`fit`).
-No torch: the app imports this package."""
+No torch: the app imports this package. May import `simulator` (profile format, catalogs,
+errors) and the profiler's writer (`profiler.measure`); never `profiler.cli`."""
 
 from __future__ import annotations
 

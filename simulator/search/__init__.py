@@ -15,6 +15,10 @@ dtypes, and what does it cost per million output tokens? The search answers in t
 the result (cost per 1M tokens, max rate, P50/P99 TTFT and TPOT, replicas, launch
 command) and `fronts` marks the Pareto fronts. Rates are requests per second per replica,
 times in ms, prices in USD per GPU-hour, costs in USD per million output tokens.
+
+May import `simulator.errors` and the folders inputs/, model/, serving/ and planning/ (the
+sizer's schedules, launch commands); never cli/ (its own `cli` module registers `python -m
+simulator search` there).
 """
 
 from __future__ import annotations
