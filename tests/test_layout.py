@@ -21,10 +21,10 @@ LAYERS = {
         ("model", 0),
         ("kernels", 0),
         ("serving", 1),
-        ("planning", 1),
         ("validation", 1),
-        ("search", 2),
-        ("cli", 3),
+        ("planning", 2),
+        ("search", 3),
+        ("cli", 4),
     )
 }
 """The simulator's folders, lowest first. A folder imports only folders of a lower layer (the
