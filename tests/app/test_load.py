@@ -182,7 +182,7 @@ def test_the_page_says_how_much_another_seed_moves_the_p99(app):
 def test_the_pages_defaults_are_the_clis(app):
     """Issue 27: one default for `simulator serve` and this page (requests, lengths and
     their spread, acceptance spread by method)."""
-    from simulator.__main__ import make_parser
+    from simulator.cli.main import make_parser
     from simulator.serving.spread import default_acceptance_spread
 
     cli = make_parser().parse_args(["serve", "--in", "x.csv", "--out", "y.csv"])
