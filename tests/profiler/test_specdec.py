@@ -253,7 +253,7 @@ def test_interleaved_runs_give_the_same_output():
 def test_each_step_records_the_context_its_attention_reads():
     """The validation prices each arm at the context its steps ran at: plain decoding
     advances one slot a step, speculation runs the longest sequence ahead."""
-    from profiler.groundtruth.specdec import AutoregressiveDecoder, SpeculativeDecoder
+    from profiler.groundtruth.specdec import SpeculativeDecoder
 
     target = _tiny(seed=0, layers=2, hidden=32, std=0.3)
     draft = _tiny(seed=1, layers=1, hidden=16, std=0.3)
