@@ -107,6 +107,9 @@ class GenerationStats:
     draft-and-verify round for speculative decoding); on a CPU each step ends with a host
     read, so the times are complete. Every step of a run does the same work, so their
     median is the step time free of whatever else the machine was doing.
+    step_context: tokens of context of every step, the longest sequence's valid target
+    cache slots before it (on a CPU attention reads up to that sequence, plus the step's
+    own tokens): the `context_len` a profile point with the same attention has.
     """
 
     k: int
@@ -115,6 +118,7 @@ class GenerationStats:
     tokens_emitted: int = 0
     decode_s: float = 0.0
     step_s: list[float] = field(default_factory=list)
+    step_context: list[int] = field(default_factory=list)
     accepted_hist: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
 
     @property
@@ -139,6 +143,10 @@ class GenerationStats:
     def step_quantile_s(self, q: float = 0.5) -> float:
         """A quantile of the per-step times in seconds (0.5: the median)."""
         return float(np.quantile(self.step_s, q)) if self.step_s else float("nan")
+
+    def context_quantile(self, q: float = 0.5) -> float:
+        """A quantile of the per-step contexts in tokens (0.5: the median)."""
+        return float(np.quantile(self.step_context, q)) if self.step_context else float("nan")
 
 
 def _select(logits: torch.Tensor, temperature: float, generator) -> torch.Tensor:
@@ -191,6 +199,7 @@ class AutoregressiveDecoder:
         self.stats = GenerationStats(k=0, batch_size=b)
         if plen > 1:
             model(prompt_ids[:, :-1], self.cache)
+        self.context = plen - 1  # every sequence's valid cache slots before the next step
         self.pending = prompt_ids[:, -1:]
         self.out = torch.empty((b, max_new_tokens), dtype=torch.long, device=prompt_ids.device)
         self.sync = self.out.device.type == "cuda"  # a step's time needs the step to have run
@@ -207,6 +216,7 @@ class AutoregressiveDecoder:
 
     @torch.inference_mode()
     def step(self) -> None:
+        self.stats.step_context.append(self.context)
         t0 = time.perf_counter()
         logits = self.model(self.pending, self.cache)[:, -1]
         token = _select(logits, self.temperature, self.generator)
@@ -216,6 +226,7 @@ class AutoregressiveDecoder:
             torch.cuda.synchronize(self.out.device)
         self.stats.step_s.append(time.perf_counter() - t0)
         self.i += 1
+        self.context += 1
 
     def result(self) -> tuple[torch.Tensor, GenerationStats]:
         st = self.stats
@@ -302,7 +313,7 @@ class SpeculativeDecoder:
         self.accepted: list[torch.Tensor] = []
         self.span = torch.arange(k + 1, device=device)
         self.frozen_out = False
-        self._min_total = plen
+        self._min_total = self._max_total = plen
 
     @property
     def done(self) -> bool:
@@ -320,6 +331,7 @@ class SpeculativeDecoder:
         Host-side work is a few small tensor ops per step: on a CPU every op costs
         microseconds, and the simulator prices a step as its forward passes.
         """
+        context = self._max_total - 1  # the target cache holds all but the last token
         t0 = time.perf_counter()
         k, total, max_len = self.k, self.total, self.max_len
         t_cache, d_cache, buf, span = self.t_cache, self.d_cache, self.buf, self.span
@@ -373,9 +385,11 @@ class SpeculativeDecoder:
             d_cache.lengths.copy_(torch.where(active, total - 2, d_cache.lengths))
             self.accepted.append(num[active])
         self.total = total
-        self._min_total = int(total.min())  # the host read that ends the step
+        low, high = torch.aminmax(total)
+        self._min_total, self._max_total = int(low), int(high)  # the host read that ends it
         self.stats.steps += 1
         self.stats.step_s.append(time.perf_counter() - t0)
+        self.stats.step_context.append(min(context, max_len - k - 1))
 
     def result(self) -> SpeculativeOutput:
         st = self.stats

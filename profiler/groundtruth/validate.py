@@ -14,6 +14,12 @@ table, `profiler.inloop`), which on a CPU costs up to twice the draft's isolated
 simulator prices a draft model with it. The prediction without that table, K isolated
 draft steps, is kept alongside (`predicted_speedup_isolated_draft`).
 
+Attention reads the valid context only, so a step's cost grows with the context: the
+profile measures several contexts (`profile_contexts`), every step records the context it
+ran at (`GenerationStats.step_context`), and each arm of a point is priced at its median
+step context (`ar_context_len`, `spec_context_len`): the baseline's sequences sit at the
+prompt plus what they generated, the speculative ones run ahead of them.
+
 How the measurement copes with a shared machine (all of it is in the output):
 
 - the baseline and the eight K runs of one (mode, workload, batch) are stepped in lockstep
@@ -107,13 +113,11 @@ class ValidationSettings:
     # sequences that accept more than the slowest of their batch (they run on until it
     # reaches new_tokens).
     max_len: int = 520
-    # The profile point the runs are priced at. Chosen when attention read the whole
-    # buffer (~max_len slots) in every step. The engine-grade decoder reads the valid
-    # context only (on a CPU up to the batch's longest sequence): the baseline's steps
-    # attend 128-192 slots, the speculative ones up to their longest sequence, so no one
-    # context prices both arms (issue 25: at 512 the profile prices the baseline's batch-16
-    # step 1.5x slow, at 160 the speculative step 1.1-1.4x fast).
-    profile_context: int = 512
+    # The contexts the profile measures (tokens). Attention reads the valid context only
+    # (on a CPU up to the batch's longest sequence), so each arm is priced at the context
+    # its steps ran at (`ar_context_len`, `spec_context_len`, measured per point), which
+    # calibration interpolates between these; they span the prompt to the buffer's end.
+    profile_contexts: tuple[int, ...] = (128, 256, 512)
     rounds: int = 8  # timed rounds; each runs the baseline and every K, stepped in turn
     warmup_rounds: int = 1
     # One thread: on a machine shared with other jobs, two OpenMP threads on two cores stall
@@ -123,10 +127,11 @@ class ValidationSettings:
     seed: int = 0
     # Flags of each profiler pass (`python -m profiler run --warmup --repeats --min-time`).
     profile_warmup: int = 10
-    profile_repeats: int = 30
-    # With one pass per round (see `validate`), 0.1 s per point and pass adds up to most of
-    # a second per point, spread over the same minutes as the generation runs.
-    profile_min_time_s: float = 0.1
+    profile_repeats: int = 20
+    # With one pass per round (see `validate`) over three contexts, 0.05 s and 20 repeats per
+    # point and pass add up to about a second per point, spread over the same minutes as the
+    # generation runs; the combined profile is the median over the passes.
+    profile_min_time_s: float = 0.05
     # Before every timed block the gate waits (up to `quiet_wait_s`) while other processes
     # keep more than `quiet_other_cores` cores busy: they would time-share the cores with
     # the measurement (see `QuietGate`).
@@ -146,7 +151,7 @@ class ValidationSettings:
             prompt_len=32,
             new_tokens=16,
             max_len=80,
-            profile_context=72,
+            profile_contexts=(32, 72),
             rounds=1,
             warmup_rounds=0,
             quiet_wait_s=0.0,
@@ -288,9 +293,13 @@ def _run_block(target, draft, ids, temperature, rnd, settings, acc, timed) -> No
         # step's cost; the sum of the step times (the run's decode wall clock) is kept too.
         ar_ms = ar_stats.step_quantile_s(0.5) * 1e3
         spec_ms = st.step_quantile_s(0.5) * 1e3
+        # A step's cost grows with the context it attends over, so the median step runs at
+        # about the median context: what each arm is priced at (`predict`).
         a.add(
             ar_step_ms=ar_ms,
             spec_step_ms=spec_ms,
+            ar_context_len=ar_stats.context_quantile(0.5),
+            spec_context_len=st.context_quantile(0.5),
             measured_speedup=per_seq_step * ar_ms / spec_ms,
             ar_tok_s_wall=ar_stats.tokens_per_s,
             spec_tok_s_wall=st.tokens_per_s,
@@ -396,7 +405,7 @@ def profiler_argv(out: Path, settings: ValidationSettings, *, device: str = "cpu
         "--k",
         ",".join(map(str, settings.ks)),
         "--context",
-        str(settings.profile_context),
+        ",".join(map(str, settings.profile_contexts)),
         "--warmup",
         str(settings.profile_warmup),
         "--repeats",
@@ -465,12 +474,13 @@ def combine_profiles(paths: list[Path], out: Path, command: str) -> Path:
     return out
 
 
-def scenarios(points: pd.DataFrame, profile: Profile, context: int) -> pd.DataFrame:
+def scenarios(points: pd.DataFrame, profile: Profile, context: np.ndarray) -> pd.DataFrame:
     """The simulator's scenario rows (`simulator.inputs.scenarios`) for the measured points: the
     profiled device and dtype, a draft model at each point's K and batch, its measured
     per-position acceptance, and prompt/output lengths whose mean context (prompt +
-    output / 2) is `context`, the cache span every validation step attends over."""
-    output = 2 * min(context // 4, 64)
+    output / 2) is the row's `context` (tokens, one per point), the span its steps attend."""
+    context = np.rint(np.broadcast_to(np.asarray(context, dtype=float), (len(points),)))
+    output = 2 * np.minimum(context // 4, 64).astype(int)
     k = points["k"].to_numpy(int)
     positions = points[[f"p{i}" for i in range(1, K_MAX + 1)]].to_numpy(float)
     return pd.DataFrame(
@@ -487,18 +497,44 @@ def scenarios(points: pd.DataFrame, profile: Profile, context: int) -> pd.DataFr
                 ";".join(f"{x:.6f}" for x in row[:n]) for row, n in zip(positions, k, strict=True)
             ],
             "batch_size": points["batch"].to_numpy(int),
-            "prompt_len": context - output // 2,
+            "prompt_len": context.astype(int) - output // 2,
             "output_len": output,
             "serving": "decode_only",
         }
     )
 
 
+def arm_contexts(points: pd.DataFrame, profile: Profile) -> tuple[np.ndarray, np.ndarray]:
+    """The contexts (tokens) the baseline and the speculative arm of every point are priced
+    at: their measured median step contexts (`ar_context_len`, `spec_context_len`) within
+    the profile's context grid (calibration interpolates inside it). A run recorded before
+    the contexts were measured is priced at its profile's context, which must be one."""
+    grid = np.sort(profile.measurements["context_len"].unique().astype(float))
+    if {"ar_context_len", "spec_context_len"} <= set(points.columns):
+        return tuple(
+            np.clip(points[c].to_numpy(float), grid[0], grid[-1])
+            for c in ("ar_context_len", "spec_context_len")
+        )
+    if grid.size != 1:
+        raise ValueError(
+            "the points have no ar_context_len/spec_context_len and the profile measures "
+            f"{grid.size} contexts: which one each arm ran at is unknown"
+        )
+    same = np.full(len(points), grid[0])
+    return same, same
+
+
 def predict(points: pd.DataFrame, profile_path: Path, settings: ValidationSettings) -> pd.DataFrame:
     """The simulator's prediction (`simulator.model.predict.predict`, calibrated by the profile)
     next to every measured point, with the point's measured per-position acceptance:
 
-        speedup = tau * t_T(B, 1, L) / (draft time + t_T(B, K+1, L) + verify overhead)
+        speedup = tau * t_T(B, 1, L_base) / (draft time + t_T(B, K+1, L_spec) + verify overhead)
+
+    Each arm is priced at the context its steps ran at (`arm_contexts`): the baseline's
+    sequences stay at the prompt plus the tokens generated so far, the speculative ones
+    run ahead (each step emits up to K+1 tokens, and the batch runs until its slowest
+    sequence is done), so the simulator runs one scenario row per arm and point, and the
+    speedup is its baseline TPOT over its speculative TPOT.
 
     The draft time is what the simulator prices: the profile's in-loop draft times summed
     over positions 1..K where the profile has them (`profiler run --draft` records them),
@@ -510,7 +546,11 @@ def predict(points: pd.DataFrame, profile_path: Path, settings: ValidationSettin
     defaults = HARNESS_DEFAULTS
     if settings.verify_overhead_ms is not None:
         defaults = HARNESS_DEFAULTS.replace(verify_overhead_ms=settings.verify_overhead_ms)
-    sc = scenarios(points, profile, settings.profile_context)
+    base_ctx, spec_ctx = arm_contexts(points, profile)
+    base = simulate(
+        scenarios(points, profile, base_ctx), defaults=defaults, calibration=cal, source=""
+    )
+    sc = scenarios(points, profile, spec_ctx)
     sim = simulate(sc, defaults=defaults, calibration=cal, source=str(profile_path))
     iso = simulate(sc, defaults=defaults, calibration=replace(cal, loops={}), source="")
     if not sim["latency_source"].astype(str).str.contains("draft:in-loop").all():
@@ -521,7 +561,9 @@ def predict(points: pd.DataFrame, profile_path: Path, settings: ValidationSettin
         )
     k = points["k"].to_numpy(float)
     out = points.copy()
-    out["target_step_ms"] = sim["target_step_ms"].to_numpy()
+    out["context_priced_baseline"] = base_ctx
+    out["context_priced_spec"] = spec_ctx
+    out["target_step_ms"] = base["target_step_ms"].to_numpy()
     out["verify_step_ms"] = sim["verify_step_ms"].to_numpy()
     out["draft_step_ms"] = iso["draft_step_ms"].to_numpy() / k
     out["draft_time_isolated_ms"] = iso["draft_step_ms"].to_numpy()
@@ -531,8 +573,9 @@ def predict(points: pd.DataFrame, profile_path: Path, settings: ValidationSettin
     out["tau_predicted"] = sim["tau"].to_numpy()
     out["predicted_spec_step_ms"] = sim["spec_step_ms"].to_numpy()
     out["predicted_spec_step_ms_isolated_draft"] = iso["spec_step_ms"].to_numpy()
-    out["predicted_speedup"] = sim["speedup"].to_numpy()
-    out["predicted_speedup_isolated_draft"] = iso["speedup"].to_numpy()
+    base_tpot = base["baseline_tpot_ms"].to_numpy()
+    out["predicted_speedup"] = base_tpot / sim["spec_tpot_ms"].to_numpy()
+    out["predicted_speedup_isolated_draft"] = base_tpot / iso["spec_tpot_ms"].to_numpy()
     for suffix in ("", "_isolated_draft"):
         out[f"error{suffix}"] = out[f"predicted_speedup{suffix}"] / out["measured_speedup"] - 1
     out["abs_error"] = out["error"].abs()

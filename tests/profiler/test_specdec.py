@@ -248,3 +248,29 @@ def test_interleaved_runs_give_the_same_output():
     assert stats.steps == 24 and len(stats.step_s) == 24
     for dec in spec:
         assert torch.equal(dec.result().truncated(24), reference)
+
+
+def test_each_step_records_the_context_its_attention_reads():
+    """The validation prices each arm at the context its steps ran at: plain decoding
+    advances one slot a step, speculation runs the longest sequence ahead."""
+    from profiler.groundtruth.specdec import SpeculativeDecoder
+
+    target = _tiny(seed=0, layers=2, hidden=32, std=0.3)
+    draft = _tiny(seed=1, layers=1, hidden=16, std=0.3)
+    prompts = torch.randint(0, 32, (3, 6), generator=torch.Generator().manual_seed(5))
+    _, stats = autoregressive_generate(target, prompts, 10)
+    assert stats.step_context == list(range(5, 15))
+    assert stats.context_quantile(0.5) == 9.5
+    dec = SpeculativeDecoder(target, draft, prompts, 20, 3)
+    while not dec.done:
+        longest = int(dec.t_cache.lengths.max())
+        dec.step()
+        assert dec.stats.step_context[-1] == longest
+    ctx = dec.stats.step_context
+    assert ctx[0] == 5 and np.all(np.diff(ctx) >= 1) and ctx[-1] > 5 + 20 - 4
+    # A draft that is always right: the longest sequence runs K + 1 slots a step.
+    perfect = speculative_generate(target, target, prompts, 20, 3).stats.step_context
+    assert perfect == list(range(5, 5 + 4 * len(perfect), 4))
+    # With a tight buffer, parked sequences read up to max_len - K - 1 at most.
+    tight = speculative_generate(target, target, prompts[:, :4], 12, 3, max_len=4 + 12 + 3)
+    assert max(tight.stats.step_context) <= 4 + 12 + 3 - 3 - 1
