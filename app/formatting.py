@@ -7,8 +7,12 @@ import math
 
 
 def money(x: float, places: int = 0) -> str:
-    """Dollars: '$1,234' (`places` decimals), or 'n/a' where not finite (no price)."""
-    return "n/a" if not math.isfinite(x) else f"${x:,.{places}f}"
+    """Dollars: '$1,234' or '-$14' (`places` decimals), or 'n/a' where not finite (no
+    price)."""
+    if not math.isfinite(x):
+        return "n/a"
+    text = f"${abs(x):,.{places}f}"
+    return f"-{text}" if x < 0 and any(c in "123456789" for c in text) else text
 
 
 def signed_money(x: float) -> str | None:

@@ -34,3 +34,22 @@ def test_delta_none_where_it_shows_as_zero():
     assert delta(-0.25, "+.1%") == "-25.0%"
     assert delta(math.nan, "+.1f") is None
     assert delta(math.inf, "+,.0f") is None
+
+
+def test_a_negative_amount_puts_its_sign_before_the_dollar():
+    """The ROI range read '$-14-$1,449 a month' for a fractional saving whose low end is a
+    loss."""
+    assert money(-14.2) == "-$14"
+    assert money(-0.0004, 3) == "$0.000"
+
+
+def test_ranges_read_as_ranges_with_a_negative_end_and_collapse_when_equal():
+    from app.views.roi import _months, _span
+
+    assert _span([-14.0, 1449.0], money) == "-$14 to $1,449"
+    assert _span([92.0, 1562.0], money) == "$92-$1,562"
+    assert _span([5.0, 5.0], money) == "$5"
+    assert _months([1.0, 1.04]) == "1.0 months"  # was '1.0-1.0 months'
+    assert _months([12.8, 218.2]) == "12.8-218.2 months"
+    assert _months([13.8, math.inf]) == "13.8 months to never"
+    assert _months([math.inf, math.inf]) == "never"

@@ -48,16 +48,22 @@ def _money_range(row, batch: int):
 
 
 def _span(values, fmt=lambda v: f"{v:g}") -> str:
-    """'a-b' of the two ends in order, or 'a' where they agree."""
+    """'a-b' of the two ends in order ('a to b' where an end is negative), or 'a' where
+    they agree."""
     lo, hi = sorted(float(v) for v in values)
-    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}-{fmt(hi)}"
+    if fmt(lo) == fmt(hi):
+        return fmt(lo)
+    return f"{fmt(lo)} to {fmt(hi)}" if lo < 0 else f"{fmt(lo)}-{fmt(hi)}"
 
 
 def _months(values) -> str:
+    """A payback range in months, 'never' where no end pays back."""
     lo, hi = sorted(float(v) for v in values)
     if math.isinf(lo):
         return "never"
-    return f"{lo:.1f}-{hi:.1f} months" if math.isfinite(hi) else f"{lo:.1f} months to never"
+    if not math.isfinite(hi):
+        return f"{lo:.1f} months to never"
+    return f"{_span([lo, hi], lambda v: f'{v:.1f}')} months"
 
 
 def _fractional_saving(row, migration_usd: float, ranged=None) -> str | None:
