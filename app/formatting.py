@@ -30,3 +30,14 @@ def delta(x: float, spec: str) -> str | None:
         return None
     text = format(x, spec)
     return None if float(text.replace(",", "").rstrip("%")) == 0 else text
+
+
+def span(values, fmt=lambda v: f"{v:g}") -> str:
+    """A range of two figures in order: 'a-b', 'a to b' where an end is negative, 'a' where
+    they read the same in `fmt`, '' where an end is not a number."""
+    lo, hi = sorted(float(v) for v in values)
+    if math.isnan(lo) or math.isnan(hi):
+        return ""
+    if fmt(lo) == fmt(hi):
+        return fmt(lo)
+    return f"{fmt(lo)} to {fmt(hi)}" if lo < 0 else f"{fmt(lo)}-{fmt(hi)}"

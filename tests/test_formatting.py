@@ -1,6 +1,6 @@
 import math
 
-from app.formatting import delta, money, signed_money
+from app.formatting import delta, money, signed_money, span
 
 
 def test_money_whole_dollars_and_not_finite():
@@ -44,11 +44,11 @@ def test_a_negative_amount_puts_its_sign_before_the_dollar():
 
 
 def test_ranges_read_as_ranges_with_a_negative_end_and_collapse_when_equal():
-    from app.views.roi import _months, _span
+    from app.views.roi import _months
 
-    assert _span([-14.0, 1449.0], money) == "-$14 to $1,449"
-    assert _span([92.0, 1562.0], money) == "$92-$1,562"
-    assert _span([5.0, 5.0], money) == "$5"
+    assert span([-14.0, 1449.0], money) == "-$14 to $1,449"
+    assert span([92.0, 1562.0], money) == "$92-$1,562"
+    assert span([5.0, 5.0], money) == "$5"
     assert _months([1.0, 1.04]) == "1.0 months"  # was '1.0-1.0 months'
     assert _months([12.8, 218.2]) == "12.8-218.2 months"
     assert _months([13.8, math.inf]) == "13.8 months to never"

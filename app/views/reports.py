@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app import library_saves, sim, widgets
+from app.formatting import span
 from app.operating_point import DEFAULT_MAX_MODEL_LEN, DEFAULT_UTIL, operating_point
 from app.operating_point import carried as _carried
 from simulator.errors import InputError
@@ -112,14 +113,6 @@ def _prefill() -> pd.DataFrame:
     for col in ("acceptance_rate", "gpu_hourly_usd"):
         df[col] = df[col].astype(float)
     return df[list(EDITOR_COLUMNS)].reset_index(drop=True)
-
-
-def _span(low: float, high: float, fmt: str) -> str:
-    """'low-high' in `fmt`, one figure where they agree, '' where unknown."""
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return ""
-    a, b = fmt.format(low), fmt.format(high)
-    return a if a == b else f"{a}-{b}"
 
 
 def _best_saving(report: pd.DataFrame) -> str:
@@ -230,7 +223,7 @@ if "speedup_error" in report:
             shown.columns.get_loc(after) + 1,
             label,
             [
-                _span(a, b, fmt)
+                span([a, b], fmt.format) if np.isfinite([a, b]).all() else ""
                 for a, b in zip(report[lo].to_numpy(float), report[hi].to_numpy(float), strict=True)
             ],
         )

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app import figures, library_saves, sim, widgets
-from app.formatting import delta, money, signed_money
+from app.formatting import delta, money, signed_money, span
 from app.presets import MEASURED
 from app.summary import decision_summary
 from simulator.errors import InputError
@@ -47,15 +47,6 @@ def _money_range(row, batch: int):
     )
 
 
-def _span(values, fmt=lambda v: f"{v:g}") -> str:
-    """'a-b' of the two ends in order ('a to b' where an end is negative), or 'a' where
-    they agree."""
-    lo, hi = sorted(float(v) for v in values)
-    if fmt(lo) == fmt(hi):
-        return fmt(lo)
-    return f"{fmt(lo)} to {fmt(hi)}" if lo < 0 else f"{fmt(lo)}-{fmt(hi)}"
-
-
 def _months(values) -> str:
     """A payback range in months, 'never' where no end pays back."""
     lo, hi = sorted(float(v) for v in values)
@@ -63,7 +54,7 @@ def _months(values) -> str:
         return "never"
     if not math.isfinite(hi):
         return f"{lo:.1f} months to never"
-    return f"{_span([lo, hi], lambda v: f'{v:.1f}')} months"
+    return f"{span([lo, hi], lambda v: f'{v:.1f}')} months"
 
 
 def _fractional_saving(row, migration_usd: float, ranged=None) -> str | None:
@@ -86,7 +77,7 @@ def _fractional_saving(row, migration_usd: float, ranged=None) -> str | None:
     if ranged is not None:
         err, r = ranged
         text += (
-            f" With the model's error (±{err:.0%}): {_span(r.fractional_saving_usd, money)} "
+            f" With the model's error (±{err:.0%}): {span(r.fractional_saving_usd, money)} "
             f"a month, payback {_months(get_payback_range(migration_usd, r.fractional_saving_usd))}."
         )
     return text
@@ -109,9 +100,9 @@ def _with_error(row, batch: int, migration_usd: float, ranged) -> str:
     payback = get_payback_range(migration_usd, r.monthly_saving_usd)
     return (
         f"With the model's typical error at batch {batch} (±{err:.0%}, Validation page): "
-        f"speedup {low:.2f}-{high:.2f}x, {_span(r.replicas_spec, lambda v: f'{v:.0f}')} "
-        f"replicas with speculation, {_span(r.monthly_cost_spec_usd, money)} a month "
-        f"(saving {_span(r.monthly_saving_usd, money)}), payback {_months(payback)}; "
+        f"speedup {low:.2f}-{high:.2f}x, {span(r.replicas_spec, lambda v: f'{v:.0f}')} "
+        f"replicas with speculation, {span(r.monthly_cost_spec_usd, money)} a month "
+        f"(saving {span(r.monthly_saving_usd, money)}), payback {_months(payback)}; "
         f"{verdict}."
     )
 
