@@ -16,6 +16,7 @@ import numpy as np
 
 from simulator.inputs.specs import ModelSpec
 from simulator.kernels import tables
+from simulator.kernels.axes import Axis
 from simulator.kernels.engines import ENGINE_HOST, EngineHost
 from simulator.kernels.surface import (
     B_GRID,
@@ -141,6 +142,11 @@ class KernelPlan:
     host: dict
     vocab_share: np.ndarray
 
+    @property
+    def rows(self):
+        """The covered rows as an index: every row (a slice: no copies) or the mask."""
+        return slice(None) if self.covered.all() else self.covered
+
 
 def plan_rows(key_codes: list[np.ndarray], resolve: Callable[[int], Resolved | None]) -> KernelPlan:
     """Group a block's rows by the integer codes that set their surface (`key_codes`,
@@ -148,10 +154,20 @@ def plan_rows(key_codes: list[np.ndarray], resolve: Callable[[int], Resolved | N
     representative row (`resolve(row) -> Resolved | None`, None: the roofline)."""
     n = len(key_codes[0])
     key = np.zeros(n, dtype=np.int64)
+    span = 1
     for c in key_codes:
         c = np.asarray(c, dtype=np.int64)
-        key = key * (int(c.max()) + 1) + c
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        size = int(c.max()) + 1
+        key = key * size + c
+        span *= size
+    if span <= 4 * n + 4096:  # count instead of sort
+        present = np.bincount(key, minlength=span) > 0
+        slot_of = np.cumsum(present) - 1
+        inverse = slot_of[key]
+        first = np.empty(int(present.sum()), dtype=np.intp)
+        first[inverse] = np.arange(n)  # some row of each combination
+    else:
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     found = [resolve(int(i)) for i in first]
     on = [r for r in found if r is not None]
     slot = np.cumsum([r is not None for r in found]) - 1
@@ -195,16 +211,15 @@ def resolve(
     return Resolved(surface, d, ENGINE_HOST[engine], float(target.vocab_size))
 
 
-def _where(xgrid: np.ndarray, x) -> tuple[np.ndarray, np.ndarray]:
-    """(index of the grid interval, weight of its upper end) of each x: past the last point
-    the last interval with a weight above 1 (linear continuation), below the first 0."""
-    x = np.asarray(x, dtype=float)
-    i = np.clip(np.searchsorted(xgrid, x) - 1, 0, len(xgrid) - 2)
-    return i, np.maximum((x - xgrid[i]) / (xgrid[i + 1] - xgrid[i]), 0.0)
+M_AXIS = Axis(M_GRID)
+B_AXIS = Axis(B_GRID)
+S_AXIS = Axis(S_GRID)
+P_AXIS = Axis(P_GRID, measure=np.log2(P_GRID))
+"""Prefill attention is linear in log2 of the prompt between the grid's lengths."""
 
 
 def _at(grid: np.ndarray, g: np.ndarray, where: tuple) -> np.ndarray:
-    """grid[g] (one row of a stack per entry) at the points `where` (`_where`) locates,
+    """grid[g] (one row of a stack per entry) at the points `where` (`Axis.where`) locates,
     never negative."""
     i, w = where
     lo = grid[g, i]
@@ -214,14 +229,11 @@ def _at(grid: np.ndarray, g: np.ndarray, where: tuple) -> np.ndarray:
 def _attention(st: _Stack, g, batch, kv_len, q) -> np.ndarray:
     """One layer's decode attention per row: B sequences, KV length L, q queries each."""
     qi = np.clip(np.rint(q).astype(np.int64), 1, Q_MAX) - 1
-    bg, sg = B_GRID, S_GRID
-    i = np.clip(np.searchsorted(bg, batch) - 1, 0, len(bg) - 2)
-    j = np.clip(np.searchsorted(sg, kv_len) - 1, 0, len(sg) - 2)
-    tx = np.maximum((batch - bg[i]) / (bg[i + 1] - bg[i]), 0.0)
-    ty = np.maximum((kv_len - sg[j]) / (sg[j + 1] - sg[j]), 0.0)
+    i, tx = B_AXIS.where(batch)
+    j, ty = S_AXIS.where(kv_len)
     a = st.attn.reshape(-1)
-    ns = len(sg)
-    flat = ((g * Q_MAX + qi) * len(bg) + i) * ns + j
+    ns = len(S_GRID)
+    flat = ((g * Q_MAX + qi) * len(B_GRID) + i) * ns + j
     z00, z01 = a[flat], a[flat + 1]
     z10, z11 = a[flat + ns], a[flat + ns + 1]
     out = (1 - tx) * ((1 - ty) * z00 + ty * z01) + tx * ((1 - ty) * z10 + ty * z11)
@@ -231,11 +243,8 @@ def _attention(st: _Stack, g, batch, kv_len, q) -> np.ndarray:
 def _forward(st: _Stack, g, batch, q, kv_len, separate: bool = False) -> np.ndarray:
     m = batch * q
     attn = _attention(st, g, m, kv_len, 1.0) if separate else _attention(st, g, batch, kv_len, q)
-    at_m = _where(M_GRID, m)
+    at_m = M_AXIS.where(m)
     return st.layers[g] * (_at(st.layer, g, at_m) + attn) + _at(st.lm_head, g, at_m)
-
-
-_LOG_P = np.log2(P_GRID)
 
 
 def _prefill(st: _Stack, g, tokens, prompt) -> np.ndarray:
@@ -243,7 +252,7 @@ def _prefill(st: _Stack, g, tokens, prompt) -> np.ndarray:
     tokens, so the break-even solve stays exact)."""
     if not np.any(tokens):
         return np.zeros(np.shape(g))
-    attn = _at(st.prefill_attn, g, _where(_LOG_P, np.log2(np.maximum(prompt, 1.0))))
+    attn = _at(st.prefill_attn, g, P_AXIS.where(prompt, at=np.log2(np.maximum(prompt, 1.0))))
     return st.layers[g] * tokens * (st.chunk_per_token[g] + attn)
 
 
@@ -287,7 +296,7 @@ def step_times(
     leaves out the engines' host costs (a bare loop of forwards, as
     `ModelDefaults.without_engine` asks of the roofline)."""
     n = plan.n
-    on = plan.covered
+    on = plan.rows
     g = plan.group[on]
 
     def take(v):
@@ -318,18 +327,23 @@ def step_times(
         times["host_spec"] = (
             h("step_ms") + h("per_seq_ms") * bs + h("round_ms") + h("draft_forward_ms") * forwards
         )
-    out = {}
-    for f in StepTimes.__dataclass_fields__:
-        col = np.full(n, np.nan)
-        if f in times:
-            col[on] = times[f]
-        out[f] = col
-    return StepTimes(**out)
+    return StepTimes(**{f: _spread(n, on, times.get(f)) for f in StepTimes.__dataclass_fields__})
+
+
+def _spread(n: int, on, values) -> np.ndarray:
+    """The covered rows' `values` (None: none) as a column of the block's n rows, NaN
+    where a row is not covered."""
+    if isinstance(on, slice) and isinstance(values, np.ndarray) and values.shape == (n,):
+        return values
+    col = np.full(n, np.nan)
+    if values is not None:
+        col[on] = values
+    return col
 
 
 def _medusa(st: _Stack, g, b, heads) -> np.ndarray:
     """`heads` Medusa heads: an H x H residual block and an LM head each."""
-    at_b = _where(M_GRID, b)
+    at_b = M_AXIS.where(b)
     return heads * (_at(st.resblock, g, at_b) + _at(st.lm_head, g, at_b))
 
 
@@ -342,7 +356,7 @@ def _draft(method: str, plan: KernelPlan, g, h, b, k, d_context, pf, prompt):
     if method in HEAD_FUSION:
         fusion = st.fusion3 if method == "eagle3" else st.fusion2
         share = plan.vocab_share[g] if method == "eagle3" else 1.0
-        at_b = _where(M_GRID, b)
+        at_b = M_AXIS.where(b)
         one = (
             _at(fusion, g, at_b)
             + _at(st.layer, g, at_b)
@@ -360,24 +374,23 @@ def forward_ms(plan: KernelPlan, model: str, batch, query, context) -> np.ndarra
     ("draft") at these points, NaN on rows the plan does not cover: the shape of a
     `StepTimes.forward_ms` seam (simulator/model/predict.py's pieces price through
     `step_times`, which also prices prefill, heads and host costs)."""
-    out = np.full(plan.n, np.nan)
     st = plan.target if model == "target" else plan.draft
     if st is None:
-        return out
-    on = plan.covered
+        return np.full(plan.n, np.nan)
+    on = plan.rows
 
     def take(v):
         return np.broadcast_to(np.asarray(v, dtype=float), (plan.n,))[on]
 
-    out[on] = _forward(st, plan.group[on], take(batch), take(query), take(context))
-    return out
+    return _spread(
+        plan.n, on, _forward(st, plan.group[on], take(batch), take(query), take(context))
+    )
 
 
 def spec_prefill_ms(plan: KernelPlan, method: str, tokens, prompt) -> np.ndarray:
     """ms the target and the draft spend prefilling `tokens` prompt tokens in a
     speculative step (linear in the tokens), NaN on rows the plan does not cover."""
-    out = np.full(plan.n, np.nan)
-    on = plan.covered
+    on = plan.rows
     g = plan.group[on]
     n_tok = np.broadcast_to(np.asarray(tokens, dtype=float), (plan.n,))[on]
     pr = np.broadcast_to(np.asarray(prompt, dtype=float), (plan.n,))[on]
@@ -386,5 +399,4 @@ def spec_prefill_ms(plan: KernelPlan, method: str, tokens, prompt) -> np.ndarray
         ms = ms + _prefill(plan.draft, g, n_tok, pr)
     elif method in HEAD_FUSION:
         ms = ms + _prefill(plan.target, g, n_tok, pr) / plan.target.layers[g]
-    out[on] = ms
-    return out
+    return _spread(plan.n, on, ms)

@@ -115,7 +115,7 @@ def get_kernel_steps(p, times, steps, b_base, b_spec):
         pf_spec=steps.prefill_tokens_spec if p.spec_on else 0.0,
         host=has_engine_costs(defaults),
     )
-    on = plan.covered
+    everywhere = isinstance(plan.rows, slice)
     scale = kernel_calibration.scale_for(times, plan, p, b_base, b_spec)
     if scale is not None:  # a profile scales what it measured (kernel_calibration)
         kt = replace(
@@ -126,7 +126,7 @@ def get_kernel_steps(p, times, steps, b_base, b_spec):
         )
 
     def pick(kernel, roof):
-        return np.where(on, kernel, roof)
+        return kernel if everywhere else np.where(plan.covered, kernel, roof)
 
     t_step = pick(kt.target, steps.target)
     pf_base_ms = pick(kt.prefill_base, steps.prefill_base)

@@ -290,3 +290,32 @@ def test_every_engine_host_cost_says_where_it_comes_from(tmp_path):
     short.write_text("\n".join(r for r in rows if not r.startswith("sglang,round_ms")))
     with pytest.raises(ValueError, match="sglang lacks"):
         load_host_costs(short)
+
+
+def test_axes_find_the_same_intervals_as_a_binary_search():
+    """The surfaces' grids are located without np.searchsorted (simulator.kernels.axes);
+    every point, on the grid, between, below and above, gets the interval and weight the
+    search gives, so the kernel tables' prices stay bit for bit; NaN gets a NaN weight."""
+    from simulator.kernels.axes import Axis
+    from simulator.kernels.surface import B_GRID, M_GRID, P_GRID, S_GRID
+
+    rng = np.random.default_rng(3)
+    for grid in (M_GRID, B_GRID, S_GRID, P_GRID, np.array([0.5, 1.7, 3.2])):
+        axis = Axis(grid)
+        x = np.concatenate(
+            [
+                rng.uniform(-5.0, grid[-1] * 1.5, 20_000),
+                grid,
+                grid + 1e-9,
+                grid - 1e-9,
+                np.arange(-3.0, min(grid[-1], 5000.0) + 3.0),
+                [np.nan, 0.0],
+            ]
+        )
+        want_i = np.clip(np.searchsorted(grid, x) - 1, 0, len(grid) - 2)
+        want_w = np.maximum((x - grid[want_i]) / (grid[want_i + 1] - grid[want_i]), 0.0)
+        i, w = axis.where(x)
+        known = ~np.isnan(x)
+        assert (i[known] == want_i[known]).all(), grid
+        assert (w[known] == want_w[known]).all(), grid
+        assert np.isnan(w[~known]).all()
