@@ -18,6 +18,28 @@ def _scored(kernels: bool):
     return serving_runs.score(runs, kernels=kernels)
 
 
+@st.cache_resource(max_entries=2)
+def _view(kernels: bool) -> dict:
+    """What the tab shows of the scored runs, built once per source: the tab renders on
+    every rerun of the page, whichever tab is open, and the summaries, the figure and the
+    CSV took a third of a rerun."""
+    errors = _scored(kernels)
+    tables = serving_runs.summarise(errors)
+    overall = tables.pop("overall").iloc[0]
+    shown = {}
+    for name, table in tables.items():
+        shown[name] = table.copy()
+        for c in ("tpot_median_abs", "tpot_signed", "ttft_median_abs"):
+            shown[name][c] = (100 * shown[name][c]).round(1)
+    return {
+        "note": serving_runs.excluded_note(errors),
+        "overall": overall,
+        "tables": shown,
+        "figure": _figure(errors),
+        "csv": errors.to_csv(index=False).encode(),
+    }
+
+
 def _figure(errors) -> go.Figure:
     fig = go.Figure()
     for engine, part in errors.groupby("engine"):
@@ -50,24 +72,20 @@ def render() -> None:
     roofline = st.toggle(
         "Price on the roofline (the model before the kernel tables)", key="serving_roofline"
     )
-    errors = _scored(not roofline)
-    tables = serving_runs.summarise(errors)
-    st.caption(serving_runs.excluded_note(errors))
-    overall = tables.pop("overall").iloc[0]
+    view = _view(not roofline)
+    st.caption(view["note"])
+    overall = view["overall"]
     c1, c2, c3 = st.columns(3)
     c1.metric("runs", int(overall["runs"]))
     c2.metric("median |TPOT error|", f"{100 * overall['tpot_median_abs']:.1f}%")
     c3.metric("signed median", f"{100 * overall['tpot_signed']:+.1f}%")
-    st.plotly_chart(_figure(errors), key="serving_runs_figure")
-    for name, table in tables.items():
+    st.plotly_chart(view["figure"], key="serving_runs_figure")
+    for name, table in view["tables"].items():
         st.markdown(f"**By {name}** (percent)")
-        shown = table.copy()
-        for c in ("tpot_median_abs", "tpot_signed", "ttft_median_abs"):
-            shown[c] = (100 * shown[c]).round(1)
-        st.dataframe(shown, key=f"serving_runs_{name}")
+        st.dataframe(table, key=f"serving_runs_{name}")
     st.download_button(
         "Download the errors per run (CSV)",
-        errors.to_csv(index=False).encode(),
+        view["csv"],
         file_name="tpot_errors.csv",
         key="serving_runs_download",
     )

@@ -107,11 +107,21 @@ if rows:
         table[column] = table[column].map(widgets.plain)
     st.table(table.style.hide(axis="index"))
 
+
 # ------------------------------------------------------- how close to the hardware each got
-for label, (p, _) in parsed.items():
-    for line in copy_fraction_lines(p):
+@st.cache_data(max_entries=32, show_spinner=False)
+def _hardware_notes(key: str, _p) -> tuple[list[str], list[str]]:
+    """(copy-fraction lines, warnings) of the parsed profile `_p`, once per profile
+    (`key`: its label and content digest): the gaps to the kernel tables took a third of
+    every rerun of the page."""
+    return copy_fraction_lines(_p), flattery_warnings(_p) + verify_warnings(_p)
+
+
+for label, (p, key) in parsed.items():
+    speeds, warnings = _hardware_notes(key, p)
+    for line in speeds:
         st.caption(f":material/speed: {widgets.plain(label)}: {widgets.plain(line)}")
-    for line in flattery_warnings(p) + verify_warnings(p):
+    for line in warnings:
         st.warning(f"{widgets.plain(label)}: {widgets.plain(line)}", icon=":material/warning:")
 
 
