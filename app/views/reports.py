@@ -239,8 +239,9 @@ st.dataframe(
         "tok/s per replica": st.column_config.NumberColumn(format="%.0f"),
         "$/1M tok before": st.column_config.NumberColumn(format="%.3f"),
         "$/1M tok after": st.column_config.NumberColumn(format="%.3f"),
-        "$/month": st.column_config.NumberColumn(format="%.0f"),
-        "saving $/month": st.column_config.NumberColumn(format="%.0f"),
+        # Dollars with separators, the sign before the $, as the ranges beside them.
+        "$/month": st.column_config.NumberColumn(format="dollar"),
+        "saving $/month": st.column_config.NumberColumn(format="dollar"),
         "status": st.column_config.TextColumn(width="small"),
         "pre-flight": st.column_config.TextColumn(width="large"),
     },

@@ -354,3 +354,15 @@ def test_replicas_and_cost_carry_the_validated_error_as_ranges(app):
     i = int(np.flatnonzero(spec.to_numpy())[0])
     lo, hi = int(r.replicas_spec[1][i]), int(r.replicas_spec[0][i])
     assert shown["replicas ± error"].iloc[i] == (f"{lo}" if lo == hi else f"{lo}-{hi}")
+
+
+def test_money_columns_read_as_dollars_like_their_ranges(app):
+    """Stop 25's review: '$/month' showed a bare number ('12345') beside '$/month ±
+    error' ('$11,000-$13,000'), so the two read as different units."""
+    import json
+
+    at = app("reports")
+    grid = next(d for d in at.dataframe if d.key != "report_editor")
+    config = json.loads(grid.proto.columns)
+    for column in ("$/month", "saving $/month"):
+        assert config[column]["type_config"]["format"] == "dollar", column
