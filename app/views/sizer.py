@@ -153,6 +153,19 @@ def _on_p99_basis(choice: dict, base_choice: dict | None, p99: dict, scenario) -
     return resize(choice, spec_got), resize(base_choice, p99.get(False))
 
 
+def _p99_capacity(choice: dict, p99: dict, scenario) -> tuple | None:
+    """(demand, speculative, baseline) requests/s per replica as the P99 sized them, for
+    `_with_error`; None when the operating point's arm has no sized rate."""
+
+    def rate(got) -> float:
+        return got.rate if got is not None and not isinstance(got, str) else np.nan
+
+    spec = rate(p99.get(True) if choice["k"] > 0 else p99.get(False))
+    if not spec > 0:
+        return None
+    return scenario.requests_per_day / 86400.0, spec, rate(p99.get(False))
+
+
 def _k0_note(scenario, ranges, max_num_seqs: int, k: int, mem) -> None:
     """At a K = 0 operating point the launch runs no speculation: say which batches the
     schedule would speculate at and what the draft would hold of the memory there."""
@@ -171,18 +184,21 @@ def _k0_note(scenario, ranges, max_num_seqs: int, k: int, mem) -> None:
     )
 
 
-def _with_error(choice: dict, base_choice: dict | None, grid, scenario, demand: float) -> str:
+def _with_error(choice: dict, grid, scenario, capacity: tuple) -> str:
     """The operating point's replicas and $ per month at the model's validated error at
     its batch (`simulator.planning.uncertainty`), and the batches where speculation pays even at
-    the error's low end."""
+    the error's low end. `capacity`: (demand, the speculative arm's per replica, the
+    baseline's per replica or NaN) in one unit: tok/s on the mean basis, requests/s as
+    the P99 sized them."""
     err = sim.speedup_error([choice["batch_size"]])
     if err is None or not choice["gpus"] or not scenario.speculative:
         return ""
+    demand, spec_per_replica, base_per_replica = capacity
     hourly = choice["monthly_cost_usd"] / (choice["gpus"] * DEFAULTS.hours_per_month)
     r = get_money_range(
         demand_tok_s=demand,
-        baseline_tok_s=base_choice["tok_s_per_replica"] if base_choice else np.nan,
-        spec_tok_s=choice["tok_s_per_replica"],
+        baseline_tok_s=base_per_replica,
+        spec_tok_s=spec_per_replica,
         hourly_usd_per_gpu=hourly,
         num_gpus=scenario.num_gpus,
         error=err[0],
@@ -509,9 +525,15 @@ else:
     )
     base_choice = result.baseline_choice
     basis = "mean TPOT"
+    capacity = (
+        demand,
+        choice["tok_s_per_replica"],
+        base_choice["tok_s_per_replica"] if base_choice else np.nan,
+    )
     if p99:
         choice, base_choice = _on_p99_basis(choice, base_choice, p99, scenario)
         basis = "P99 at the SLO"
+        capacity = _p99_capacity(choice, p99, scenario)
     m = left.columns(5)
     m[0].metric("K", f"{choice['k']}", help="Speculative tokens at the operating point.")
     m[1].metric("Batch", f"{choice['batch_size']}", help="Sequences per replica (--max-num-seqs).")
@@ -541,10 +563,9 @@ else:
         )
         + f" {widgets.acceptance_basis(scenario)}"
     )
-    if basis == "mean TPOT":
-        uncertain = _with_error(choice, base_choice, grid, scenario, demand)
-        if uncertain:
-            left.caption(uncertain)
+    uncertain = _with_error(choice, grid, scenario, capacity) if capacity else ""
+    if uncertain:
+        left.caption(uncertain)
 with right:
     widgets.checklist_panel(row, horizontal=True, per_row=3)
 

@@ -384,3 +384,32 @@ def test_the_deployment_carries_the_validated_error_as_ranges(app):
     assert f"{'-'.join(map(str, reps))} replicas" in text, text
     assert f"{money(costs[0])}-{money(costs[1])} a month" in text or reps[0] == reps[-1], text
     assert "even at the model's low end" in text, text
+
+
+def test_p99_sizing_carries_the_models_error_as_a_range_too(app):
+    """Stop 25's review: the replicas and cost at the model's validated error showed on
+    the mean basis only; sized on the P99 the page gave one exact-looking figure. On the
+    P99 basis the range is the P99-sized rate at the error's two ends."""
+    from simulator.planning.uncertainty import get_speedup_error_by_batch
+    from simulator.validation.published import load_published, score
+
+    query = {
+        "target": "llama-3.1-8b",
+        "method": "eagle3",
+        "gpu": "h200",
+        "num_gpus": "1",
+        "requests_per_day": "864000",
+        "slo_tpot_ms": "50",
+        "size_on": "P99 at the SLO (request-level simulation)",
+    }
+    at = app("sizer", query=query)
+    choice = at.session_state["sizer_result"]["choice"]
+    assert choice["k"] > 0
+    rate = at.session_state["sizer_p99_rates"][True]
+    scored = score(load_published("data/validation/published.csv"))
+    err = float(get_speedup_error_by_batch(np.array([choice["batch_size"]]), scored)[0])
+    demand_rps = 864000 / 86400
+    ends = sorted({int(np.ceil(demand_rps / (rate * (1 + s * err)))) for s in (-1, 1)})
+    captions = " ".join(c.value for c in at.main.caption)
+    assert f"With the model's typical error at batch {choice['batch_size']}" in captions
+    assert f"{'-'.join(map(str, ends))} replicas" in captions
