@@ -140,7 +140,16 @@ requests = int(
 )
 c = st.columns(4)
 slo_ttft = float(
-    c[0].number_input("TTFT SLO, P99 (ms)", 1.0, 600_000.0, 2000.0, key="slo_ttft", **widgets.BIND)
+    c[0].number_input(
+        "TTFT SLO, P99 (ms)",
+        1.0,
+        600_000.0,
+        2000.0,
+        100.0,
+        format="%.0f",  # whole ms: '2000.00' did not fit beside the steppers at 1024 px
+        key="slo_ttft",
+        **widgets.BIND,
+    )
 )
 slo_tpot = float(
     c[1].number_input("TPOT SLO, P99 (ms)", 0.1, 10_000.0, 50.0, key="slo_tpot", **widgets.BIND)

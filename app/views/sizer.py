@@ -63,7 +63,14 @@ def _p99_section(scenario, choice, slo) -> tuple[dict, float, int]:
     p_cols = st.columns(3)
     slo_ttft = float(
         p_cols[0].number_input(
-            "TTFT SLO, P99 (ms)", 1.0, 600_000.0, 2000.0, key="size_ttft", **widgets.BIND
+            "TTFT SLO, P99 (ms)",
+            1.0,
+            600_000.0,
+            2000.0,
+            100.0,
+            format="%.0f",  # whole ms, as on Load & SLO
+            key="size_ttft",
+            **widgets.BIND,
         )
     )
     k_p99 = int(choice["k"]) if choice and choice["k"] > 0 else FALLBACK_K
