@@ -1,6 +1,6 @@
-"""Every page at 1024, 1280 and 1600 px wide in Chromium, sidebar open (issue 27, Layout):
-no metric's value or label, no button's label and no input's value is cut off, no two texts of a chart
-(title, axis titles, notes) overlap, and no table meant to fit is wider than its box.
+"""Every page at 1024, 1280, 1400 and 1600 px wide in Chromium, sidebar open (issue 27,
+Layout): no metric's value or label, no button's label and no input's value is cut off, no
+two texts of a chart (title, axis titles, notes) overlap, and no table meant to fit is wider than its box.
 Screenshots go to artifacts/screenshots/layout-*.
 
 A cut is text wider than its box (scrollWidth > clientWidth), as Streamlit's ellipsis
@@ -14,7 +14,7 @@ from tests.app import test_browser as browser
 
 pytestmark = pytest.mark.browser
 server = browser.server
-WIDTHS = (1024, 1280, 1600)
+WIDTHS = (1024, 1280, 1400, 1600)
 PAGES = (
     "ROI calculator",
     "Concurrency sizer",
