@@ -248,13 +248,15 @@ with st.sidebar:
 models, gpus = sim.models(), sim.gpus()
 c = st.columns([1.2, 1, 1.1, 1, 0.8])
 util = c[0].slider(
-    "gpu_memory_utilization",
+    "GPU memory utilization",  # the flag's name broke mid-word at 1024 px
     0.5,
     0.98,
     DEFAULT_UTIL,
     0.01,
     key="gpu_memory_utilization",
-    help="Fraction of each GPU's memory the engine may use (vLLM's flag).",
+    help="Fraction of each GPU's memory the engine may use (vLLM's "
+    "`--gpu-memory-utilization`, SGLang's `--mem-fraction-static`, TensorRT-LLM's "
+    "`--kv_cache_free_gpu_memory_fraction`).",
     **widgets.BIND,
 )
 max_model_len = int(

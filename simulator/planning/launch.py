@@ -192,9 +192,17 @@ def trtllm_command(
     draft: ModelSpec | None = None,
     head_repo: str = "",
     kv_dtype: str = "bf16",
+    kv_cache_tokens: int | None = None,
 ) -> str:
     """`trtllm-serve` and the `--extra_llm_api_options` YAML it reads: K is
-    `max_draft_len` (MTP: `num_nextn_predict_layers`), a chain of K drafted tokens."""
+    `max_draft_len` (MTP: `num_nextn_predict_layers`), a chain of K drafted tokens.
+
+    Its `--kv_cache_free_gpu_memory_fraction` is a share of the memory free after the
+    weights load, not of the whole GPU as vLLM's `--gpu-memory-utilization` that the
+    plan sizes on, so the same figure gives TensorRT-LLM a bigger pool than planned;
+    `kv_cache_tokens` (the plan's KV capacity of the replica, in tokens) caps it with
+    `kv_cache_config.max_tokens`, the smaller of the two applying (TensorRT-LLM's
+    KvCacheConfig reference)."""
     args = _serve_args(
         ["trtllm-serve"],
         ("--tp_size", "--kv_cache_free_gpu_memory_fraction", "--max_seq_len", "--max_batch_size"),
@@ -204,9 +212,12 @@ def trtllm_command(
         max_model_len=max_model_len,
         max_num_seqs=max_num_seqs,
     )
-    yaml = []
+    kv_config = []
     if kv_dtype == "fp8":
-        yaml += ["kv_cache_config:", "  dtype: fp8"]
+        kv_config.append("  dtype: fp8")
+    if kv_cache_tokens is not None and kv_cache_tokens > 0:
+        kv_config.append(f"  max_tokens: {int(kv_cache_tokens)}")
+    yaml = ["kv_cache_config:", *kv_config] if kv_config else []
     if method in ("eagle", "medusa") and k > 0:
         note = f"# TensorRT-LLM's PyTorch backend has no {method} heads; use vLLM or SGLang\n"
         return note + " ".join(shlex.quote(a) for a in args)
@@ -227,13 +238,16 @@ def trtllm_command(
 
 def engine_command(engine: str, **kwargs) -> str:
     """The launch command of the scenario's `engine` (vllm, sglang or trtllm; `other` gets
-    vLLM's as the reference form), with K mapped onto that engine's own flags."""
-    if engine == "sglang":
-        kwargs.pop("weight_dtype", None)
-        kwargs.pop("ranges", None)
-        return sglang_command(**kwargs)
+    vLLM's as the reference form), with K mapped onto that engine's own flags.
+    `kv_cache_tokens` caps TensorRT-LLM's KV pool (`trtllm_command`); vLLM's and SGLang's
+    memory fractions are of the whole GPU, as the plan sizes them, and need no cap."""
     if engine == "trtllm":
         kwargs.pop("weight_dtype", None)
         kwargs.pop("ranges", None)
         return trtllm_command(**kwargs)
+    kwargs.pop("kv_cache_tokens", None)  # a fraction of the whole GPU, as the plan sizes
+    if engine == "sglang":
+        kwargs.pop("weight_dtype", None)
+        kwargs.pop("ranges", None)
+        return sglang_command(**kwargs)
     return vllm_command(**kwargs)

@@ -10,6 +10,7 @@ same deployment's without.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -17,10 +18,13 @@ import pandas as pd
 
 from simulator.inputs.catalog import default_models
 from simulator.inputs.scenarios import ACCEPTANCE_COLUMNS
+from simulator.model.defaults import DEFAULTS
+from simulator.model.predict import predict
 from simulator.planning import launch
 from simulator.search.confirm import ArmResult
 from simulator.search.screen import Screened
 from simulator.search.spec import SearchSpec
+from simulator.serving.engine import arm_scenario
 
 COLUMNS = (
     "id",
@@ -147,12 +151,30 @@ def launch_command(c, ranges, spec: SearchSpec) -> str:
         kv_dtype=r["kv_dtype"],
     )
     full = dict(kw, weight_dtype=r.get("weight_dtype") or "bf16", ranges=list(ranges) or None)
+    if c.engine == "trtllm":
+        full["kv_cache_tokens"] = kv_cache_tokens(c, k)
     engine_command = getattr(launch, "engine_command", None)
     if engine_command is not None:  # the launch module that knows every engine's flags
         return engine_command(c.engine, **full)
     if c.engine == "sglang":
         return launch.sglang_command(**kw)
     return launch.vllm_command(**full)
+
+
+def kv_cache_tokens(c, k: int) -> int | None:
+    """The KV capacity in tokens of the candidate's replica at K = `k` (0: its baseline),
+    as its arms were simulated with (`simulator.serving.engine.step_model`); None where
+    nothing fits."""
+    speculative = k > 0 and c.speculative
+    scenario = arm_scenario(c.row, speculative)
+    if speculative:
+        scenario["k"] = k
+    defaults = dataclasses.replace(DEFAULTS, max_num_seqs=c.max_num_seqs)
+    pred = predict(pd.DataFrame([scenario]), defaults=defaults)
+    tokens = float(
+        pred["kv_capacity_tokens_spec" if speculative else "kv_capacity_tokens_baseline"].iloc[0]
+    )
+    return int(tokens) if np.isfinite(tokens) and tokens > 0 else None
 
 
 def pareto(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -450,3 +450,22 @@ def test_the_acceptance_spread_defaults_to_the_methods_as_serve_and_the_dashboar
             method = str(dict(arm.scenario).get("method", "none"))
             want = default_acceptance_spread(method) if expect is None else expect
             assert _job(spec, arm).acceptance_spread == want, method
+
+
+def test_a_trtllm_launch_caps_the_kv_pool_at_the_capacity_the_search_sized():
+    """TensorRT-LLM's memory fraction is of the memory left after the weights, so its
+    launch carries the KV capacity the candidate was simulated with as
+    kv_cache_config.max_tokens (simulator.planning.launch.trtllm_command)."""
+    from simulator import predict
+    from simulator.model.defaults import DEFAULTS
+    from simulator.serving.engine import arm_scenario
+
+    spec = parse_spec(
+        spec_dict(candidates={"gpus": ["h100-sxm"], "tp": [1], "engines": ["trtllm"], "k": [2]})
+    )
+    c = next(c for c in expand(spec) if c.row["method"] == "eagle3")
+    command = search_table.launch_command(c, (), spec)
+    defaults = dataclasses.replace(DEFAULTS, max_num_seqs=c.max_num_seqs)
+    want = predict(pd.DataFrame([arm_scenario(c.row, True)]), defaults=defaults)
+    tokens = int(want["kv_capacity_tokens_spec"].iloc[0])
+    assert tokens > 0 and f"max_tokens: {tokens}" in command

@@ -243,3 +243,32 @@ def test_preflight_turns_red_for_a_request_longer_than_the_context_window():
     one_step = items(target="tinyllama-1.1b", method="eagle", draft="", prompt_len=4000,
                      serving="decode_only")  # fmt: skip
     assert one_step["Requests fit the context window"].status == "green"
+
+
+def test_trtllm_launch_caps_its_kv_pool_at_the_planned_tokens():
+    """TensorRT-LLM's --kv_cache_free_gpu_memory_fraction is a share of the memory left
+    free after the weights load, not of the whole GPU as vLLM's --gpu-memory-utilization
+    (TensorRT-LLM's KvCacheConfig docs), so passing the utilisation through gave it a
+    bigger KV pool than the plan sized the replica on. The command caps the pool at the
+    planned tokens with kv_cache_config.max_tokens (the smaller of the two applies), in
+    the one kv_cache_config mapping the fp8 KV dtype also goes in."""
+    from simulator.planning.launch import engine_command
+
+    models = default_models()
+    common = dict(
+        target=models["llama-3.1-8b"],
+        method="eagle3",
+        k=3,
+        num_gpus=1,
+        gpu_memory_utilization=0.9,
+        max_model_len=4096,
+        max_num_seqs=64,
+        kv_dtype="fp8",
+        kv_cache_tokens=412_345,
+    )
+    trt = engine_command("trtllm", **common)
+    assert trt.count("kv_cache_config:") == 1
+    block = trt.split("kv_cache_config:")[1].split("\n")[1:3]
+    assert sorted(line.strip() for line in block) == ["dtype: fp8", "max_tokens: 412345"]
+    for engine in ("vllm", "sglang"):  # their fraction is of the whole GPU, as planned
+        assert "412345" not in engine_command(engine, **common)
