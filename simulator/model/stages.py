@@ -304,17 +304,7 @@ class Steps:
 
 def get_spec_prefill_ms(p: Piece, times: StepTimes, tokens, defaults: ModelDefaults):
     """Prefill ms of `tokens` prompt tokens in a speculative step: target's and draft's."""
-    hw = times.hardware
-    target = steady.get_prefill_ms(
-        p.target,
-        tokens,
-        p.prompt,
-        hw.tflops,
-        hw.link_gbps,
-        hw.num_gpus,
-        defaults,
-        efficiency=hw.prefill_efficiency,
-    )
+    target = get_base_prefill_ms(p, times, tokens, defaults)
     draft_hw = times.draft_hardware if p.is_draft else times.raw_hardware
     return target + drafts.get_draft_prefill_ms(
         p.method, p.target, p.draft, draft_hw, tokens, p.prompt, defaults
