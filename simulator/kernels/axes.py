@@ -17,9 +17,9 @@ class Axis:
 
     `index(x)` is the i with grid[i] < x <= grid[i+1] (the first interval below the grid,
     the last above it: `np.searchsorted`'s left side, so a point on the grid is the upper
-    end of the interval below it), `where(x)` adds the weight of the upper end, linear in x (above 1
-    past the last point: linear continuation; 0 below the first). NaN points land on
-    interval 0 with a NaN weight.
+    end of the interval below it). `where(x)` adds the weight of the upper end, linear in
+    x (above 1 past the last point: linear continuation; 0 below the first). NaN points
+    land on interval 0 with a NaN weight.
     """
 
     def __init__(self, grid: np.ndarray, measure: np.ndarray | None = None) -> None:

@@ -1,6 +1,7 @@
 """Every page at 1024, 1280, 1400 and 1600 px wide in Chromium, sidebar open (issue 27,
 Layout): no metric's value or label, no button's label and no input's value is cut off, no
-two texts of a chart (title, axis titles, notes) overlap, and no table meant to fit is wider than its box.
+two texts of a chart (title, axis titles, notes) overlap, and no table meant to fit is
+wider than its box.
 Screenshots go to artifacts/screenshots/layout-*.
 
 A cut is text wider than its box (scrollWidth > clientWidth), as Streamlit's ellipsis
