@@ -16,8 +16,11 @@ DTYPE_BYTES: dict[str, float] = {
     "fp8": 1.0,
     "int8": 1.0,
     "int4": 0.5,
+    "fp4": 0.5625,
 }
-WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp32")
+"""Bytes per value. fp4 is NVFP4 as the Blackwell recipes ship it: 4-bit values with one
+fp8 scale per 16 (4.5 bits; MXFP4's one scale per 32 is 4.25)."""
+WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp32", "fp4")
 KV_DTYPES = ("bf16", "fp16", "fp8", "fp32")
 METHODS = ("none", "draft_model", "eagle", "eagle3", "medusa", "mtp", "ngram")
 SELF_SPECULATIVE = ("eagle", "eagle3", "medusa", "mtp")
@@ -83,6 +86,16 @@ class ModelSpec:
     """The dtype the released weights come in (`WEIGHT_DTYPES`): a scenario's default."""
     hf_repo: str = ""
     source: str = ""
+    aic_model: str = ""
+    """What aiconfigurator-core's engine builds this model from: a Hugging Face id whose
+    config.json the package ships, or a local folder holding a config.json (a user's own
+    model); "" where the package cannot build it (its MoE and MLA tables then do not
+    price it: simulator/kernels/composite.py)."""
+    num_nextn_predict_layers: int = 0
+    """MTP modules the checkpoint ships (DeepSeek-V3: 1)."""
+    kv_layers: int = 0
+    """Layers that keep a KV cache where fewer than `num_layers` do (hybrid linear
+    attention: Qwen3.5's full-attention layers); 0: every layer."""
 
     @property
     def is_moe(self) -> bool:
@@ -126,3 +139,8 @@ class ModelSpec:
         if self.is_mla:
             return self.kv_lora_rank + self.qk_rope_head_dim
         return 2 * self.num_kv_heads * self.head_dim
+
+    @property
+    def cache_layers(self) -> int:
+        """Layers whose KV cache grows with the context."""
+        return self.kv_layers or self.num_layers
