@@ -46,7 +46,30 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column("draft", "", "draft model id when method is draft_model"),
     Column("gpu", None, "GPU id from data/gpus.csv (required)"),
-    Column("num_gpus", 1, "tensor-parallel degree of one replica"),
+    Column(
+        "num_gpus",
+        1,
+        "GPUs of one replica; given alone, its tensor-parallel degree (= tp_size x "
+        "attention_dp_size where those are given)",
+    ),
+    Column("tp_size", None, "tensor-parallel degree of the attention (default num_gpus)"),
+    Column(
+        "attention_dp_size",
+        1,
+        "attention data-parallel ranks of one replica (SGLang --enable-dp-attention, vLLM "
+        "--data-parallel-size with expert parallelism): each rank attends over its own "
+        "share of the batch",
+    ),
+    Column(
+        "moe_ep_size",
+        1,
+        "GPUs the routed experts are spread over (expert parallelism; MoE targets)",
+    ),
+    Column(
+        "moe_tp_size",
+        None,
+        "tensor-parallel degree of each expert; default the replica's GPUs / moe_ep_size",
+    ),
     Column(
         "weight_dtype",
         None,
@@ -124,6 +147,10 @@ DEFAULT_K_SPECULATIVE = 3
 
 _INT_COLUMNS = (
     "num_gpus",
+    "tp_size",
+    "attention_dp_size",
+    "moe_ep_size",
+    "moe_tp_size",
     "k",
     "verify_tokens",
     "batch_size",
@@ -181,6 +208,10 @@ def check_columns(columns, source: str, *, outputs=(), extra=()) -> None:
 
 LIMITS: dict[str, tuple[float, str]] = {
     "num_gpus": (4096, "a tensor-parallel group larger than any machine built"),
+    "tp_size": (4096, "a tensor-parallel group larger than any machine built"),
+    "attention_dp_size": (4096, "a replica larger than any machine built"),
+    "moe_ep_size": (4096, "a replica larger than any machine built"),
+    "moe_tp_size": (4096, "a replica larger than any machine built"),
     "verify_tokens": (65_536, "a verification tree far beyond any published one"),
     "batch_size": (1_000_000, "a million concurrent requests on one replica"),
     "prompt_len": (100_000_000, "ten times the longest context window in the catalog"),
@@ -655,7 +686,8 @@ def validate_scenarios(
     # A draft named on a row that does not use one is dropped (`ignored` warns of it).
     codes = {c: text[c].codes for c in TEXT_COLUMNS}
     codes["draft"] = np.where(is_draft & (draft.codes >= 0), draft.codes, 0).astype(np.int16)
-    derived = ("k", "verify_tokens", "gpu_hourly_usd")  # defaults that differ by row
+    # Defaults that differ by row (the layout's follow num_gpus, and num_gpus tp_size).
+    derived = ("k", "verify_tokens", "gpu_hourly_usd", "num_gpus", "tp_size", "moe_tp_size")
     constant = {c for c in TEXT_COLUMNS if c not in cols}
     constant |= {c for c, g in given.items() if g is None and c not in derived}
     released = codes["weight_dtype"]
@@ -794,7 +826,17 @@ def _check_numbers(cols, n: int, method, spec, check: _Checker):
             col,
             lambda i, v=v: f"{v[i]:g} must be a whole number",
         )
-    for col in ("num_gpus", "batch_size", "output_len", "draft_context_len", "medusa_heads"):
+    for col in (
+        "num_gpus",
+        "tp_size",
+        "attention_dp_size",
+        "moe_ep_size",
+        "moe_tp_size",
+        "batch_size",
+        "output_len",
+        "draft_context_len",
+        "medusa_heads",
+    ):
         if given[col] is not None:
             check.fail_where(values[col] < 1, col, "must be at least 1")
     if given["mtp_depth"] is not None:
@@ -809,6 +851,7 @@ def _check_numbers(cols, n: int, method, spec, check: _Checker):
                     f"{v[i]:g} is above {most:,g}, the most this column accepts ({why})"
                 ),
             )
+    _check_layout(values, given, check)
     util = values["gpu_memory_utilization"]
     check.fail_where(
         (util <= 0) | (util > 1),
@@ -821,6 +864,46 @@ def _check_numbers(cols, n: int, method, spec, check: _Checker):
     check.fail_where(price < 0, "gpu_hourly_usd", lambda i: f"{price[i]:g} is negative")
 
     return values, given, k
+
+
+def _check_layout(values, given, check: _Checker) -> None:
+    """The replica's parallel layout filled and checked in place: GPUs = tp_size x
+    attention_dp_size = moe_tp_size x moe_ep_size (aiconfigurator's and its silicon data's
+    names). A row that gives only num_gpus keeps its meaning: TP = num_gpus."""
+    gpus, dp, ep = values["num_gpus"], values["attention_dp_size"], values["moe_ep_size"]
+    dp = np.where(np.isnan(dp), 1.0, dp)
+    ep = np.where(np.isnan(ep), 1.0, ep)
+    tp = values["tp_size"]
+    gpus_given = given["num_gpus"] if given["num_gpus"] is not None else np.zeros(len(gpus), bool)
+    if given["tp_size"] is not None:
+        both = gpus_given & ~np.isnan(tp)
+        check.fail_where(
+            both & (gpus != tp * dp),
+            "num_gpus",
+            lambda i: f"{gpus[i]:g} is not tp_size x attention_dp_size = {tp[i] * dp[i]:g}",
+        )
+        gpus = np.where(np.isnan(tp), gpus, tp * dp)
+    check.fail_where(
+        np.isnan(tp) & (gpus % dp != 0),
+        "attention_dp_size",
+        lambda i: f"{dp[i]:g} does not divide num_gpus {gpus[i]:g}",
+    )
+    tp = np.where(np.isnan(tp), gpus // dp, tp)
+    check.fail_where(
+        gpus % ep != 0,
+        "moe_ep_size",
+        lambda i: f"{ep[i]:g} does not divide the replica's {gpus[i]:g} GPUs",
+    )
+    moe_tp = values["moe_tp_size"]
+    moe_tp = np.where(np.isnan(moe_tp), gpus // ep, moe_tp)
+    check.fail_where(
+        moe_tp * ep != gpus,
+        "moe_tp_size",
+        lambda i: f"{moe_tp[i]:g} x moe_ep_size {ep[i]:g} is not the replica's {gpus[i]:g} GPUs",
+    )
+    values.update(
+        num_gpus=gpus, tp_size=tp, attention_dp_size=dp, moe_ep_size=ep, moe_tp_size=moe_tp
+    )
 
 
 def _check_acceptance(cols, n: int, method, draft, values, given, spec, k, check: _Checker):

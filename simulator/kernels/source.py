@@ -17,6 +17,7 @@ import numpy as np
 from simulator.inputs.specs import ModelSpec
 from simulator.kernels import tables
 from simulator.kernels.axes import Axis
+from simulator.kernels.composite import Layout, get_composite  # noqa: F401 (Layout re-exported)
 from simulator.kernels.engines import ENGINE_HOST, EngineHost
 from simulator.kernels.surface import (
     B_GRID,
@@ -188,6 +189,38 @@ def plan_rows(key_codes: list[np.ndarray], resolve: Callable[[int], Resolved | N
     )
 
 
+def target_surface(
+    target: ModelSpec,
+    gpu_id: str,
+    engine: str,
+    version: str,
+    weight_dtype: str,
+    kv_dtype: str,
+    layout: Layout,
+) -> KernelSurface | None:
+    """The surface of a target: a dense decoder's from the GEMM and attention tables
+    (tensor parallelism only), an MoE, MLA or hybrid-attention model's from
+    aiconfigurator-core's engine over its MoE, MLA and comm tables (`composite`)."""
+    if shape_of(target) is not None and not target.kv_layers:
+        if layout.attention_dp_size != 1:
+            return None
+        return get_surface(
+            shape_of(target), gpu_id, engine, version, weight_dtype, kv_dtype, layout.tp_size
+        )
+    return get_composite(
+        target.aic_model,
+        target.num_layers,
+        target.hidden_size,
+        gpu_id,
+        engine,
+        version,
+        weight_dtype,
+        target.checkpoint_dtype,
+        kv_dtype,
+        layout,
+    )
+
+
 def resolve(
     target: ModelSpec,
     draft: ModelSpec | None,
@@ -196,15 +229,15 @@ def resolve(
     version: str,
     weight_dtype: str,
     kv_dtype: str,
-    tp: int,
+    layout: Layout,
     is_draft_model: bool,
 ) -> Resolved | None:
     """The surfaces of one combination, or None where a table is missing (a draft-model
-    row needs the draft's too)."""
-    args = (gpu_id, engine, version, weight_dtype, kv_dtype, tp)
-    surface = get_surface(shape_of(target), *args)
+    row needs the draft's too, a dense draft on the replica's attention TP group)."""
+    surface = target_surface(target, gpu_id, engine, version, weight_dtype, kv_dtype, layout)
     if surface is None:
         return None
+    args = (gpu_id, engine, version, weight_dtype, kv_dtype, layout.tp_size)
     d = get_surface(shape_of(draft), *args) if is_draft_model else None
     if is_draft_model and d is None:
         return None

@@ -18,10 +18,11 @@ import numpy as np
 from simulator.model import kernel_calibration, steady
 
 
-def get_plan(sc, codes, catalog, n, num_gpus, is_draft):
+def get_plan(sc, codes, catalog, n, layout, is_draft):
     """The kernel-table plan of a piece's rows (`simulator.kernels.source`), or None when
     no row of it has tables (its GPUs or dtypes have none). `sc` the validated table,
-    `codes` the piece's scenario codes, `catalog` the model and GPU catalogs as arrays."""
+    `codes` the piece's scenario codes, `catalog` the model and GPU catalogs as arrays,
+    `layout` the rows' tp_size, attention_dp_size, moe_tp_size and moe_ep_size."""
     from simulator.kernels import source as kernel_source
 
     names = {c: sc.categories[c] for c in ("gpu", "engine", "engine_version")}
@@ -30,8 +31,9 @@ def get_plan(sc, codes, catalog, n, num_gpus, is_draft):
         return None
     cols = ("target", "draft", "gpu", "engine", "engine_version", "weight_dtype", "kv_dtype")
     row_codes = {c: np.broadcast_to(codes[c], (n,)) for c in cols}
-    tp = np.broadcast_to(num_gpus, (n,))
-    tp_codes = np.unique(tp, return_inverse=True)[1]
+    names_l = ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
+    lay = np.stack([np.broadcast_to(layout[c], (n,)) for c in names_l], axis=1).astype(np.int64)
+    lay_codes = np.unique(lay, axis=0, return_inverse=True)[1].reshape(-1)
     draft_model = is_draft is True or bool(np.any(is_draft))
 
     def resolve(i):
@@ -45,11 +47,11 @@ def get_plan(sc, codes, catalog, n, num_gpus, is_draft):
             names["engine_version"][c["engine_version"]],
             names["weight_dtype"][c["weight_dtype"]],
             names["kv_dtype"][c["kv_dtype"]],
-            int(tp[i]),
+            kernel_source.Layout(*(int(x) for x in lay[i])),
             draft_model,
         )
 
-    plan = kernel_source.plan_rows([*row_codes.values(), tp_codes], resolve)
+    plan = kernel_source.plan_rows([*row_codes.values(), lay_codes], resolve)
     return plan if plan.target is not None else None
 
 

@@ -118,8 +118,10 @@ HIGH_K_WARN = 8
 _KEY_COLUMNS = ("target", "draft", "gpu", "weight_dtype", "kv_dtype")
 _CODE_COLUMNS = (*_KEY_COLUMNS, "serving", "engine", "engine_version")
 _GROUP_COLUMNS = ("target", "draft", "weight_dtype", "kv_dtype")
+_LAYOUT_INPUTS = ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
 _ROW_INPUTS = (
     "num_gpus",
+    *_LAYOUT_INPUTS,
     "k",
     "batch_size",
     "prompt_len",
@@ -428,9 +430,10 @@ def _forwards(sc, p: stages.Piece, codes: dict) -> Forwards:
     )
 
 
-def _kernel_plan(sc, p: stages.Piece, codes: dict, catalog, fw: Forwards, calibration):
+def _kernel_plan(sc, rows, p: stages.Piece, codes: dict, catalog, fw: Forwards, calibration):
     """The kernel tables' plan of the piece `p` (`kernel_steps.get_plan`), or None."""
-    plan = kernel_steps.get_plan(sc, codes, catalog, p.n, p.hardware.num_gpus, p.is_draft)
+    layout = {c: sc.values[c][rows] for c in _LAYOUT_INPUTS}
+    plan = kernel_steps.get_plan(sc, codes, catalog, p.n, layout, p.is_draft)
     if plan is not None and calibration is not None:
         # A profiled device keeps its profile; the kernel tables price the others.
         plan = kernel_steps.without_profiled(plan, fw.names("gpu"), calibration)
@@ -443,7 +446,7 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
     Arrays of len(rows), or scalars where uniform."""
     p, codes = _piece(sc, rows, method_name, uniform, catalog, defaults)
     fw = _forwards(sc, p, codes)
-    plan = _kernel_plan(sc, p, codes, catalog, fw, calibration) if kernels else None
+    plan = _kernel_plan(sc, rows, p, codes, catalog, fw, calibration) if kernels else None
     times = step_times_for(fw, defaults, calibration, plan)
     acc = stages.get_acceptance(p)
     mem = stages.get_memory(p, defaults)

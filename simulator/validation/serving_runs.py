@@ -70,43 +70,86 @@ def catalog_id(model_path: str) -> str:
     return name
 
 
+PRECISIONS = {
+    "fp8": ("fp8", "fp8"),
+    "fp4": ("fp4", "fp8"),
+    "int4": ("int4", "fp8"),
+    "bf16": ("bf16", "bf16"),
+}
+"""A run's `precision` -> (weight dtype, KV dtype) of its scenario (the engines' quantised
+recipes keep an fp8 KV cache). Dense runs are kept at fp8 only, as before the MoE runs."""
+
+LAYOUT_COLUMNS = ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
+
+
+def _model_ids(raw: pd.DataFrame, models) -> pd.Series:
+    """Each run's catalog id: its Hugging Face id looked up in the catalog (`resolve_model`
+    where the catalog has one), else the repo name as `catalog_id` spells it."""
+    from simulator.inputs import catalog
+
+    resolve = getattr(catalog, "resolve_model", None)
+    ids = {}
+    for path in raw["model_path"].astype(str).unique():
+        found = resolve(path, models) if resolve else None
+        ids[path] = found or catalog_id(path)
+    return raw["model_path"].astype(str).map(ids)
+
+
 def load_runs(path, models) -> pd.DataFrame:
     """The usable runs of a silicon_sample.csv as scenario columns plus the measurements.
 
-    Keeps aggregated fp8 runs of dense catalog models on catalog GPUs with tensor
-    parallelism only. Raises `InputError` naming the file if a needed column is missing.
+    Keeps aggregated runs on catalog GPUs of the engines with tables, without pipeline
+    parallelism: dense catalog models at fp8 with tensor parallelism only, and MoE / MLA
+    catalog models that aiconfigurator-core's engine builds (`ModelSpec.aic_model`) at any
+    precision and layout (attention DP and EP included; the run's `batch_size` is per
+    attention-DP rank, so the replica's concurrency is batch_size x attention_dp_size).
+    Raises `InputError` naming the file if a needed column is missing.
     """
     raw = pd.read_csv(path)
     missing = [c for c in SILICON_COLUMNS if c not in raw.columns]
     if missing:
         raise InputError(f"missing columns {missing}", file=str(path))
     gpu_of = {system: gpu for gpu, system in tables.SYSTEMS.items()}
-    target = raw["model_path"].map(catalog_id)
+    target = _model_ids(raw, models)
     dense = {k for k, m in models.items() if not m.is_moe and not m.is_mla}
-    one = {1.0}
+    moe = {k for k, m in models.items() if (m.is_moe or m.is_mla) and m.aic_model}
+    layout = {
+        c: raw[c].fillna(1.0).replace(0.0, np.nan) if c in raw else pd.Series(1.0, raw.index)
+        for c in LAYOUT_COLUMNS
+    }
+    dp = layout["attention_dp_size"].fillna(1.0)
+    is_dense = target.isin(dense) & (raw["precision"] == "fp8") & (dp == 1.0)
+    is_moe = target.isin(moe) & raw["precision"].isin(PRECISIONS)
     keep = (
         (raw["mode"] == "agg")
-        & (raw["precision"] == "fp8")
-        & target.isin(dense)
+        & (is_dense | is_moe)
         & raw["system"].isin(gpu_of)
-        & raw["pp_size"].fillna(1.0).isin(one)
-        & raw["attention_dp_size"].fillna(1.0).replace(0.0, 1.0).isin(one)
+        & raw["pp_size"].fillna(1.0).isin({1.0})
         & (raw["silicon_tpot_ms"] > 0)
         & (raw["tp_size"] >= 1)
         & raw["backend"].isin(tables.ENGINES)
     )
     runs = raw[keep]
+    dtypes = runs["precision"].map(PRECISIONS)
+    gpus = (runs["tp_size"] * dp[keep]).astype(int)
+    ep = layout["moe_ep_size"][keep].fillna(1.0).astype(int)
+    moe_tp = layout["moe_tp_size"][keep].fillna(gpus / ep).astype(int)
+    dense_row = is_dense[keep].to_numpy()
     return pd.DataFrame(
         {
             "target": target[keep].to_numpy(),
             "gpu": runs["system"].map(gpu_of).to_numpy(),
-            "num_gpus": runs["tp_size"].astype(int).to_numpy(),
+            "num_gpus": gpus.to_numpy(),
+            "tp_size": runs["tp_size"].astype(int).to_numpy(),
+            "attention_dp_size": dp[keep].astype(int).to_numpy(),
+            "moe_tp_size": np.where(dense_row, gpus, moe_tp),
+            "moe_ep_size": np.where(dense_row, 1, ep),
             "engine": runs["backend"].to_numpy(),
-            "weight_dtype": "fp8",
-            "kv_dtype": "fp8",
+            "weight_dtype": [d[0] for d in dtypes],
+            "kv_dtype": [d[1] for d in dtypes],
             "method": "none",
             "serving": "steady",
-            "batch_size": runs["batch_size"].astype(int).to_numpy(),
+            "batch_size": (runs["batch_size"] * dp[keep]).astype(int).to_numpy(),
             "prompt_len": runs["isl"].astype(int).to_numpy(),
             "output_len": runs["osl"].astype(int).to_numpy(),
             "measured_tpot_ms": runs["silicon_tpot_ms"].to_numpy(float),
@@ -115,6 +158,7 @@ def load_runs(path, models) -> pd.DataFrame:
             .fillna("")
             .astype(str)
             .to_numpy(),
+            "family": np.where(dense_row, "dense", "MoE"),
         }
     )
 
@@ -123,11 +167,14 @@ def score(runs: pd.DataFrame, *, gpus=None, models=None, kernels: bool = True) -
     """Each run priced, with `tpot_error` and `ttft_error` (predicted / measured - 1)."""
     from simulator.model.predict import predict
 
-    scen = runs.drop(columns=["measured_tpot_ms", "measured_ttft_ms", "engine_version_measured"])
+    scen = runs.drop(
+        columns=["measured_tpot_ms", "measured_ttft_ms", "engine_version_measured", "family"],
+        errors="ignore",
+    )
     out = predict(scen, gpus=gpus, models=models, break_even=False, kernels=kernels)
     res = runs.copy()
     res["predicted_tpot_ms"] = out["baseline_tpot_ms"].to_numpy()
-    res["predicted_ttft_ms"], floor = _ttft_ms(runs, kernels)
+    res["predicted_ttft_ms"], floor = _ttft_ms(runs, kernels, models)
     res["prefill_floor_ms"] = floor
     res["latency_source"] = out["latency_source"].astype(str).to_numpy()
     res["status"] = out["status"].astype(str).to_numpy()
@@ -140,23 +187,28 @@ def score(runs: pd.DataFrame, *, gpus=None, models=None, kernels: bool = True) -
     return res
 
 
-def _ttft_ms(runs: pd.DataFrame, kernels: bool) -> tuple[np.ndarray, np.ndarray]:
+def _ttft_ms(runs: pd.DataFrame, kernels: bool, models=None) -> tuple[np.ndarray, np.ndarray]:
     """Per run: the predicted TTFT, one prompt's prefill alone (a forward of `prompt_len`
     tokens) plus one host step (NaN when not `kernels`); and the prefill floor, the device
     ms of the run's `batch_size` prompts at a full chunk's per-token cost (NaN where the
     engine has no tables). Both from the engine's kernel tables."""
     from simulator.inputs.catalog import default_models
     from simulator.kernels.engines import ENGINE_HOST
-    from simulator.kernels.source import get_surface, shape_of
+    from simulator.kernels.source import Layout, target_surface
 
-    models = default_models()
+    models = default_models() if models is None else models
     ttft = np.full(len(runs), np.nan)
     floor = np.full(len(runs), np.nan)
-    keys = ["target", "gpu", "engine", "num_gpus", "prompt_len"]
-    for (t, g, e, tp, p), idx in runs.groupby(keys).indices.items():
-        s = get_surface(shape_of(models.get(t)), g, e, "", "fp8", "fp8", int(tp))
+    cols = [c for c in LAYOUT_COLUMNS if c in runs]
+    keys = ["target", "gpu", "engine", "weight_dtype", "kv_dtype", "num_gpus", *cols, "prompt_len"]
+    for key, idx in runs.groupby(keys).indices.items():
+        t, g, e, wd, kv, tp = key[:6]
+        spec = models.get(t)
+        lay = Layout(*(int(x) for x in key[6:-1])) if cols else Layout.tensor_parallel(int(tp))
+        s = None if spec is None else target_surface(spec, g, e, "", wd, kv, lay)
         if s is None:
             continue
+        p = key[-1]
         prefill = float(s.prefill_ms(p, p))
         floor[idx] = runs["batch_size"].to_numpy(float)[idx] * prefill
         if kernels:
@@ -199,7 +251,23 @@ def summarise(errors: pd.DataFrame) -> dict[str, pd.DataFrame]:
         "model": _stats(e, "target"),
         "concurrency": _stats(e, "concurrency"),
         "model, GPU, engine": _stats(e, ["target", "gpu", "engine"]),
+        **_family_tables(e),
     }
+
+
+def _family_tables(e: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Dense and MoE runs apart, and the MoE runs by layout and by concurrency."""
+    if "family" not in e:
+        return {}
+    out = {"family": _stats(e, "family")}
+    m = e[e["family"] == "MoE"]
+    if not m.empty:
+        lay = [c for c in LAYOUT_COLUMNS if c in m]
+        named = m.assign(layout=m[lay].astype(int).astype(str).agg(" ".join, axis=1) if lay else "")
+        out["MoE layout (tp dp moe_tp moe_ep)"] = _stats(named, "layout")
+        out["MoE concurrency"] = _stats(m, "concurrency")
+        out["MoE precision"] = _stats(m, "weight_dtype")
+    return out
 
 
 def excluded_note(errors: pd.DataFrame) -> str:

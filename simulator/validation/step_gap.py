@@ -267,7 +267,7 @@ def verify_gaps(
     for pm in profile.models:
         spec = models.get(pm.id)
         resolved = spec and kernel_source.resolve(
-            spec, None, gpu_id, engine, "", dtype, dtype, 1, False
+            spec, None, gpu_id, engine, "", dtype, dtype, kernel_source.Layout(), False
         )
         if not resolved:
             continue

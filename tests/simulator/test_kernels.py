@@ -215,7 +215,7 @@ def test_the_seam_shaped_forward_matches_the_surface_and_leaves_uncovered_rows_n
 
     def resolve(i):
         gpu = "mi300x" if i == 2 else "h200"
-        return source.resolve(t, None, gpu, "vllm", "", "bf16", "bf16", 1, False)
+        return source.resolve(t, None, gpu, "vllm", "", "bf16", "bf16", source.Layout(), False)
 
     plan = source.plan_rows(key, resolve)
     ms = source.forward_ms(plan, "target", np.array([1.0, 64.0, 1.0]), 4.0, 2049.0)

@@ -1,0 +1,307 @@
+"""Step-time surfaces of MoE, MLA and hybrid-attention models from aiconfigurator-core's
+compiled engine, sampled once per (model, GPU, engine, version, dtypes, layout).
+
+aiconfigurator-core (pinned) models each family as its engines run it: DeepSeek's MLA
+block and MoE with its shared experts (`mla`, `mla_bmm`, `moe` tables), the expert
+all-to-all or all-reduce of the layout (`comm` tables: NCCL, custom all-reduce, DeepEP),
+attention data parallelism, Qwen3.5's linear attention (`linear_attention`), gpt-oss's
+sliding windows. Its engine answers one step per call (about 35 us): the surface asks it
+on the grids `simulator.kernels.surface` holds (GEMM tokens, batch x KV length, prompt
+length) and returns a `KernelSurface`, so these rows stack and interpolate in numpy with
+the dense ones and the prediction path is the same for every model.
+
+The split into the surface's terms, for a replica of `tp_size x attention_dp_size` GPUs
+where a batch of B sequences puts B / dp on each attention rank:
+
+    f(b, L)          = the engine's decode step of b sequences per rank at KV length L,
+                       less its LM head ("generation_logits_gemm")
+    layers * layer(m)  = f(m / dp, 1)                 (every op whose cost is set by tokens)
+    layers * attn(B, L) = f(B / dp, L) - f(B / dp, 1)  (what grows with the KV length)
+    lm_head(m)       = the engine's logits GEMM at m / dp tokens
+
+so a decode forward `layers * (layer(B) + attn(B, L)) + lm_head(B)` is the engine's step
+exactly. A verify forward of q = K+1 tokens per sequence prices its token-bound ops at B*q
+tokens (more tokens reach more experts: the MoE tables' token axis) and its attention as
+B*q separate reads of the same KV, as aiconfigurator charges speculative decode
+(`attn_q(B, L) = attn(B*q, L)`). Prefill is the engine's context phase of a full chunk:
+`layers * (chunk + attn_p(P))` per token with `attn_p(P) = T(8192 / P prompts of P) /
+8192 - chunk`, chunk the token-bound cost per token at 8192 tokens.
+
+The fusion and residual GEMMs of EAGLE/EAGLE-3/MTP/Medusa heads come from the engine's
+dense GEMM table (`tables.gemm_curve`). A head's decoder layer is priced as the target's
+average layer (an MoE layer for MTP, as DeepSeek's MTP module is; EAGLE-3 heads on MoE
+targets are dense layers, so this overstates them: docs/model.md).
+
+Units: ms, tokens.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.kernels import tables
+from simulator.kernels.surface import (
+    B_GRID,
+    M_GRID,
+    P_GRID,
+    PREFILL_CHUNK,
+    Q_MAX,
+    S_GRID,
+    KernelSurface,
+    NoSurface,
+)
+
+QUANT_MODES = {
+    "bf16": ("bfloat16", "bfloat16"),
+    "fp16": ("bfloat16", "bfloat16"),
+    "fp8": ("fp8", "fp8"),
+    "fp4": ("nvfp4", "nvfp4"),
+    "int4": ("int4_wo", "int4_wo"),
+}
+"""Weight dtype -> aiconfigurator's (GEMM, MoE) quant modes, where a scenario's weights
+differ from the checkpoint's; at the checkpoint's own dtype the package reads the modes
+from the config (DeepSeek's and Qwen3's block-scaled fp8, gpt-oss's MXFP4 experts)."""
+
+KV_MODES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+
+LM_HEAD_OP = "generation_logits_gemm"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The parallel layout of one replica, as aiconfigurator and its silicon data name it.
+    GPUs per replica = tp_size * attention_dp_size = moe_tp_size * moe_ep_size."""
+
+    tp_size: int = 1
+    attention_dp_size: int = 1
+    moe_tp_size: int = 1
+    moe_ep_size: int = 1
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp_size * self.attention_dp_size
+
+    @classmethod
+    def tensor_parallel(cls, num_gpus: int) -> Layout:
+        """A row that gives only `num_gpus`: every GPU in one TP group, experts split by TP."""
+        return cls(num_gpus, 1, num_gpus, 1)
+
+    def describe(self) -> str:
+        parts = [f"TP{self.tp_size}"]
+        if self.attention_dp_size > 1:
+            parts.append(f"DP{self.attention_dp_size}")
+        if self.moe_ep_size > 1:
+            parts.append(f"EP{self.moe_ep_size}")
+        return " ".join(parts)
+
+
+class _Engine:
+    """One compiled aiconfigurator engine, asked at integer points and interpolated
+    linearly between them where a point is fractional (tokens per attention rank)."""
+
+    def __init__(self, handle, dp: int) -> None:
+        self.handle = handle
+        self.dp = dp
+
+    def _decode(self, b: int, kv_len: int) -> float:
+        # s = isl + osl // 2 + 1 is the engine's KV length: isl = L - 1, osl = 0.
+        return float(self.handle.decode_step_latency(max(int(b), 1), max(int(kv_len) - 1, 0), 0))
+
+    def _lm_head(self, b: int) -> float:
+        ops = self.handle.decode_step_per_op(max(int(b), 1), 0, 0)
+        return float(sum(x[1] for x in ops if x[0] == LM_HEAD_OP))
+
+    def per_rank(self, fn, m: float, *args) -> float:
+        """fn at m / dp sequences per rank (at least one)."""
+        x = max(m / self.dp, 1.0)
+        lo = int(np.floor(x))
+        w = x - lo
+        v = fn(lo, *args)
+        return v if w == 0 else (1 - w) * v + w * fn(lo + 1, *args)
+
+    def decode(self, m: float, kv_len: float) -> float:
+        return self.per_rank(self._decode, m, kv_len)
+
+    def lm_head(self, m: float) -> float:
+        return self.per_rank(self._lm_head, m)
+
+    def prefill(self, prompts: int, prompt_len: int) -> float:
+        return float(self.handle.predict_prefill_latency(max(prompts, 1), int(prompt_len)))
+
+
+def compile_engine(
+    aic_model: str,
+    system: str,
+    engine: str,
+    version,
+    weight_dtype: str,
+    checkpoint_dtype: str,
+    kv_dtype: str,
+    layout: Layout,
+):
+    """The package's compiled engine of the model, or raises `NoSurface` saying why."""
+    from aiconfigurator_core.sdk.engine import EngineHandle
+
+    if kv_dtype not in KV_MODES or weight_dtype not in QUANT_MODES:
+        raise NoSurface(f"no kernel tables for weights {weight_dtype} / KV {kv_dtype}")
+    gemm, moe = (None, None) if weight_dtype == checkpoint_dtype else QUANT_MODES[weight_dtype]
+    try:
+        return EngineHandle.compile(
+            aic_model,
+            system,
+            engine,
+            backend_version=version or None,
+            tp_size=layout.tp_size,
+            attention_dp_size=layout.attention_dp_size,
+            moe_tp_size=layout.moe_tp_size,
+            moe_ep_size=layout.moe_ep_size,
+            gemm_quant_mode=gemm,
+            moe_quant_mode=moe,
+            kvcache_quant_mode=KV_MODES[kv_dtype],
+            fmha_quant_mode="bfloat16",
+        )
+    except Exception as exc:  # the package raises ValueError, KeyError, its own errors
+        raise NoSurface(f"aiconfigurator-core cannot build {aic_model}: {exc}") from None
+
+
+def build_composite(
+    aic_model: str,
+    num_layers: int,
+    hidden: int,
+    system: str,
+    engine: str,
+    version: str,
+    weight_dtype: str,
+    checkpoint_dtype: str,
+    kv_dtype: str,
+    layout: Layout,
+) -> KernelSurface:
+    """The surface of one combination (module docstring). Raises `NoSurface` where the
+    package cannot price it (a layout its tables lack, a dtype the GPU has no kernels for)."""
+    handle = compile_engine(
+        aic_model, system, engine, version, weight_dtype, checkpoint_dtype, kv_dtype, layout
+    )
+    eng = _Engine(handle, layout.attention_dp_size)
+    layers = float(num_layers)
+    try:
+        lm_head = np.array([eng.lm_head(m) for m in M_GRID])
+        token_bound = np.array([eng.decode(m, 1.0) for m in M_GRID]) - lm_head
+        attn = _attention(eng) / layers
+        chunk = float(np.interp(PREFILL_CHUNK * eng.dp, M_GRID, token_bound)) / (
+            PREFILL_CHUNK * eng.dp
+        )
+        prefill = np.array([_prefill_per_token(eng, p) for p in P_GRID])
+    except Exception as exc:  # PerfDataNotAvailableError and kin: a table the layout lacks
+        raise NoSurface(f"aiconfigurator-core has no tables for this point: {exc}") from None
+    layer = np.maximum.accumulate(np.maximum(token_bound, 0.0)) / layers
+    dense = _dense_gemms(system, engine, version, weight_dtype, hidden, layout.tp_size)
+    return KernelSurface(
+        label=f"kernels:{engine}-{_literal_version(system, engine, version)}/"
+        f"{system.split('_')[0]} {layout.describe()}",
+        layers=layers,
+        m_grid=M_GRID,
+        layer_ms=layer,
+        lm_head_ms=np.maximum.accumulate(lm_head),
+        b_grid=B_GRID,
+        s_grid=S_GRID,
+        attn_ms=attn,
+        p_grid=P_GRID,
+        prefill_attn_per_token_ms=np.maximum(prefill - chunk, 0.0) / layers,
+        **dense,
+    )
+
+
+def _attention(eng: _Engine) -> np.ndarray:
+    """(Q_MAX, B, S) whole-model attention ms: attn(B*q, L) = f(B*q, L) - f(B*q, 1)."""
+    out = np.empty((Q_MAX, len(B_GRID), len(S_GRID)))
+    cache: dict[float, np.ndarray] = {}
+    for qi in range(Q_MAX):
+        for bi, b in enumerate(B_GRID):
+            m = float(b * (qi + 1))
+            if m not in cache:
+                base = eng.decode(m, 1.0)
+                cache[m] = np.array([eng.decode(m, s) - base for s in S_GRID])
+            out[qi, bi] = cache[m]
+    out = np.maximum(out, 0.0)
+    return np.maximum.accumulate(np.maximum.accumulate(out, axis=2), axis=0)
+
+
+def _prefill_per_token(eng: _Engine, prompt: float) -> float:
+    """ms per prompt token of the replica for a full chunk of prompts of `prompt` tokens
+    on each attention rank (the ranks prefill their own prompts side by side)."""
+    n = max(int(PREFILL_CHUNK // prompt), 1)
+    return eng.prefill(n, int(prompt)) / (n * prompt * eng.dp)
+
+
+def _dense_gemms(system, engine, version, weight_dtype, hidden, tp) -> dict:
+    """The heads' fusion (2H->H, 3H->H) and residual (H->H) GEMMs from the dense table."""
+    resolved = tables.resolve_version(system, engine, version or None) or tables.resolve_version(
+        system, engine
+    )
+    if resolved is None:
+        raise NoSurface(f"no GEMM table for {engine} on {system}")
+    gemm = tables.load_table(str(tables.table_path(system, engine, resolved, "gemm")), "gemm")
+    dtype = tables.GEMM_DTYPES.get(weight_dtype, "bfloat16")
+
+    def g(n, k):
+        return tables.gemm_curve(gemm, dtype, float(n), float(k), M_GRID)
+
+    h = float(hidden)
+    return {
+        "fusion2_ms": g(h / tp, 2 * h),
+        "fusion3_ms": g(h / tp, 3 * h),
+        "resblock_ms": g(h / tp, h),
+    }
+
+
+def _literal_version(system: str, engine: str, version: str) -> str:
+    if version:
+        return version
+    try:
+        from aiconfigurator_core.sdk.engine import _literal_backend_version
+
+        return str(_literal_backend_version(system, engine, None, None, None))
+    except Exception:
+        return "default"
+
+
+@functools.lru_cache(maxsize=128)
+def get_composite(
+    aic_model: str,
+    num_layers: int,
+    hidden: int,
+    gpu_id: str,
+    engine: str,
+    version: str,
+    weight_dtype: str,
+    checkpoint_dtype: str,
+    kv_dtype: str,
+    layout: Layout,
+) -> KernelSurface | None:
+    """The cached surface on a catalog GPU, or None where the package cannot price it (the
+    row then stays on the roofline and `latency_source` says so)."""
+    system = tables.SYSTEMS.get(gpu_id)
+    if not aic_model or system is None or engine not in tables.ENGINES:
+        return None
+    try:
+        return build_composite(
+            aic_model,
+            num_layers,
+            hidden,
+            system,
+            engine,
+            version,
+            weight_dtype,
+            checkpoint_dtype,
+            kv_dtype,
+            layout,
+        )
+    except NoSurface as exc:
+        logging.getLogger(__name__).info(
+            "%s on %s/%s: roofline (%s)", aic_model, gpu_id, engine, exc
+        )
+        return None
