@@ -47,6 +47,10 @@ def requests_per_day_ok(values) -> np.ndarray:
 
 UNITS: dict[str, str] = {
     "num_gpus": "GPUs",
+    "tp_size": "GPUs",
+    "attention_dp_size": "ranks",
+    "moe_tp_size": "GPUs",
+    "moe_ep_size": "GPUs",
     "k": "tokens",
     "acceptance_rate": "0-1",
     "mean_accepted_tokens": "tokens/step",
