@@ -37,9 +37,13 @@ Units: ms, tokens.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import logging
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -69,6 +73,10 @@ from the config (DeepSeek's and Qwen3's block-scaled fp8, gpt-oss's MXFP4 expert
 KV_MODES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 
 LM_HEAD_OP = "generation_logits_gemm"
+
+CACHE_FORMAT = 1
+"""Bumped whenever what a surface holds or how it is sampled changes: surfaces cached on
+disk under another format are rebuilt."""
 
 
 @dataclass(frozen=True)
@@ -287,21 +295,82 @@ def get_composite(
     system = tables.SYSTEMS.get(gpu_id)
     if not aic_model or system is None or engine not in tables.ENGINES:
         return None
+    args = (
+        aic_model,
+        num_layers,
+        hidden,
+        system,
+        engine,
+        version,
+        weight_dtype,
+        checkpoint_dtype,
+        kv_dtype,
+        layout,
+    )
+    path = _cache_path(args)
+    cached = _read_cached(path)
+    if cached is not None:
+        return cached
     try:
-        return build_composite(
-            aic_model,
-            num_layers,
-            hidden,
-            system,
-            engine,
-            version,
-            weight_dtype,
-            checkpoint_dtype,
-            kv_dtype,
-            layout,
-        )
+        surface = build_composite(*args)
     except NoSurface as exc:
         logging.getLogger(__name__).info(
             "%s on %s/%s: roofline (%s)", aic_model, gpu_id, engine, exc
         )
         return None
+    _write_cached(path, surface)
+    return surface
+
+
+def _cache_path(args: tuple) -> Path | None:
+    """Where a surface is kept between processes (building one asks the engine ~4,000
+    times, about a second): `$XDG_CACHE_HOME/specplan/surfaces/`, keyed by every argument,
+    the package's version and, for a local model folder, its config's bytes; None where
+    no cache folder can be named (SPECPLAN_SURFACE_CACHE=off)."""
+    if os.environ.get("SPECPLAN_SURFACE_CACHE", "").lower() == "off":
+        return None
+    try:
+        from importlib.metadata import version
+
+        parts = [repr(args), version("aiconfigurator-core"), str(CACHE_FORMAT)]
+        local = Path(args[0]) / "config.json"
+        if local.is_file():
+            parts.append(hashlib.sha256(local.read_bytes()).hexdigest())
+    except Exception:
+        return None
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
+    return base / "specplan" / "surfaces" / f"{key}.npz"
+
+
+_FIELDS = [f.name for f in dataclasses.fields(KernelSurface)]
+
+
+def _read_cached(path: Path | None) -> KernelSurface | None:
+    """The surface kept at `path`, or None (absent, unreadable or of another shape)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            got = {f: z[f] for f in _FIELDS}
+        got["label"] = str(got["label"])
+        got["layers"] = float(got["layers"])
+        surface = KernelSurface(**got)
+        if surface.attn_ms.shape != (Q_MAX, len(B_GRID), len(S_GRID)):
+            return None
+        return surface
+    except Exception:
+        return None
+
+
+def _write_cached(path: Path | None, surface: KernelSurface) -> None:
+    """Keep `surface` at `path`, atomically; a cache that cannot be written is skipped."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+        np.savez(tmp, **{f: np.asarray(getattr(surface, f)) for f in _FIELDS})
+        os.replace(tmp, path)
+    except OSError:
+        return

@@ -17,7 +17,7 @@ import numpy as np
 from simulator.inputs.specs import ModelSpec
 from simulator.kernels import tables
 from simulator.kernels.axes import Axis
-from simulator.kernels.composite import Layout, get_composite  # noqa: F401 (Layout re-exported)
+from simulator.kernels.composite import Layout, get_composite
 from simulator.kernels.engines import ENGINE_HOST, EngineHost
 from simulator.kernels.surface import (
     B_GRID,

@@ -1,0 +1,153 @@
+"""MoE and MLA targets priced from aiconfigurator-core's engine (issue 37): the surfaces
+reproduce the engine's steps, the layout columns reach them, and what they cannot price
+stays on the roofline and says so."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulator.errors import InputError
+from simulator.inputs.catalog import default_models
+from simulator.kernels.composite import Layout, compile_engine, get_composite
+from simulator.model.predict import predict
+
+DSV3 = "deepseek-ai/DeepSeek-V3"
+EP8 = Layout(8, 1, 1, 8)
+
+
+def _models():
+    models = default_models()
+    spec = models["deepseek-v3"]
+    if not spec.aic_model:
+        models = {**models, "deepseek-v3": dataclasses.replace(spec, aic_model=DSV3)}
+    return models
+
+
+@pytest.fixture(scope="module")
+def surface():
+    s = get_composite(DSV3, 61, 7168, "h200", "sglang", "", "fp8", "fp8", "fp8", EP8)
+    assert s is not None
+    return s
+
+
+def test_a_decode_forward_is_the_engines_step(surface):
+    """layers * (layer(B) + attn(B, L)) + lm_head(B) is the engine's decode step at grid
+    points (batch and KV length on the grids: no interpolation), within the 0.1% that
+    making each term monotone in tokens, queries and KV length moves it."""
+    engine = compile_engine(DSV3, "h200_sxm", "sglang", "", "fp8", "fp8", "fp8", EP8)
+    for b, kv in ((1, 1024), (32, 4096), (256, 16384)):
+        want = engine.decode_step_latency(b, kv - 1, 0)
+        assert float(surface.forward_ms(b, 1, kv)) == pytest.approx(want, rel=1e-3)
+
+
+def test_verify_prices_more_tokens_and_reads(surface):
+    """A verify forward of K+1 tokens per sequence costs more than a decode step (its MoE
+    GEMMs see B(K+1) tokens) and less than K+1 decode steps."""
+    for b in (1, 16, 128):
+        one = float(surface.forward_ms(b, 1, 2048))
+        four = float(surface.forward_ms(b, 4, 2048))
+        assert one < four < 4 * one
+        assert four == pytest.approx(float(surface.forward_ms(4 * b, 1, 2048)), rel=1e-9)
+
+
+def test_attention_dp_splits_the_batch_over_ranks():
+    """TP1 DP8 EP8: a replica batch of 64 puts 8 sequences on each attention rank."""
+    lay = Layout(1, 8, 1, 8)
+    s = get_composite(DSV3, 61, 7168, "h200", "sglang", "", "fp8", "fp8", "fp8", lay)
+    engine = compile_engine(DSV3, "h200_sxm", "sglang", "", "fp8", "fp8", "fp8", lay)
+    assert float(s.forward_ms(64, 1, 1024)) == pytest.approx(
+        engine.decode_step_latency(8, 1023, 0), rel=1e-3
+    )
+
+
+def test_predict_prices_the_layout_it_is_given():
+    rows = pd.DataFrame(
+        {
+            "target": "deepseek-v3",
+            "gpu": "h200",
+            "engine": "sglang",
+            "num_gpus": 8,
+            "moe_ep_size": [1, 8],
+            "kv_dtype": "fp8",
+            "batch_size": 32,
+        }
+    )
+    out = predict(rows, models=_models(), break_even=False)
+    assert list(out["latency_source"].astype(str)) == [
+        "kernels:sglang-0.5.14/h200 TP8",
+        "kernels:sglang-0.5.14/h200 TP8 EP8",
+    ]
+    assert np.all(np.isfinite(out["baseline_tpot_ms"]))
+    assert out["baseline_tpot_ms"].iloc[0] != out["baseline_tpot_ms"].iloc[1]
+
+
+def test_what_the_tables_cannot_price_stays_on_the_roofline():
+    """A dense target with attention DP, and an MoE model aiconfigurator cannot build,
+    keep the roofline and say so."""
+    models = _models()
+    rows = pd.DataFrame(
+        {
+            "target": ["llama-3.1-8b", "deepseek-v3"],
+            "gpu": ["h200", "mi300x"],
+            "engine": "vllm",
+            "num_gpus": [2, 8],
+            "attention_dp_size": [2, 1],
+        }
+    )
+    out = predict(rows, models=models, break_even=False)
+    assert list(out["latency_source"].astype(str)) == ["roofline", "roofline"]
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ({"num_gpus": 8, "tp_size": 4}, "num_gpus"),
+        ({"num_gpus": 8, "attention_dp_size": 3}, "attention_dp_size"),
+        ({"num_gpus": 8, "moe_ep_size": 3}, "moe_ep_size"),
+        ({"num_gpus": 8, "moe_ep_size": 4, "moe_tp_size": 4}, "moe_tp_size"),
+        ({"num_gpus": 8, "moe_ep_size": 0}, "moe_ep_size"),
+    ],
+)
+def test_an_impossible_layout_is_refused_naming_the_field(row, field):
+    base = {"target": "deepseek-v3", "gpu": "h200"}
+    with pytest.raises(InputError) as err:
+        predict(pd.DataFrame([{**base, **row}]), models=_models())
+    assert err.value.field == field
+
+
+def test_the_layout_fills_from_num_gpus():
+    out = predict(
+        pd.DataFrame(
+            [
+                {
+                    "target": "deepseek-v3",
+                    "gpu": "h200",
+                    "num_gpus": 16,
+                    "attention_dp_size": 4,
+                    "moe_ep_size": 8,
+                }
+            ]
+        ),
+        models=_models(),
+        break_even=False,
+    )
+    row = out.iloc[0]
+    assert (row["tp_size"], row["moe_tp_size"], row["num_gpus"]) == (4, 2, 16)
+
+
+def test_a_surface_kept_on_disk_reads_back_the_same(surface, tmp_path):
+    """The disk cache returns the surface it was given; a damaged file is not read."""
+    from simulator.kernels import composite
+
+    path = tmp_path / "s.npz"
+    composite._write_cached(path, surface)
+    back = composite._read_cached(path)
+    assert back.label == surface.label and back.layers == surface.layers
+    for f in ("layer_ms", "attn_ms", "lm_head_ms", "prefill_attn_per_token_ms"):
+        assert np.array_equal(getattr(back, f), getattr(surface, f))
+    path.write_bytes(b"not an npz")
+    assert composite._read_cached(path) is None
