@@ -407,6 +407,7 @@ def _piece(sc, rows, method_name, uniform, catalog, defaults) -> tuple[stages.Pi
         in_steady=stages.mask(codes["serving"] == SERVING_MODES.index("steady")),
         sampled=stages.mask(val["temperature"] > 0),
         gpu_hourly_usd=val["gpu_hourly_usd"],
+        attention_dp=val["attention_dp_size"],
     )
     return piece, codes
 

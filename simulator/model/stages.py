@@ -88,6 +88,8 @@ class Piece:
     in_steady: np.ndarray | bool
     sampled: np.ndarray | bool
     gpu_hourly_usd: np.ndarray
+    attention_dp: np.ndarray | float = 1.0
+    """Attention data-parallel ranks of the replica (its GPUs / attention TP)."""
 
     @property
     def spec_on(self) -> bool:
@@ -206,7 +208,11 @@ class Memory:
 def get_memory(p: Piece, defaults: ModelDefaults) -> Memory:
     """Weights, reserves and the KV cache that is left, in each arm."""
     t, d, method, tp = p.target, p.draft, p.method, p.hardware.num_gpus
-    weights = t.total_params * p.weight_bytes
+    # Attention DP keeps a copy of everything but the routed experts on each rank, and
+    # each rank caches only its own sequences' KV over its attention TP group.
+    dp = np.asarray(p.attention_dp, dtype=float)
+    weights = (t.total_params + (dp - 1.0) * t.always_active_params) * p.weight_bytes
+    tp_attn = tp / dp
     # A draft model that is the target itself (self-speculation with a compressed cache,
     # as MagicDec runs it) shares the target's weights.
     self_draft = p.is_draft and np.equal(p.draft_code - 1, p.target_code)
@@ -223,14 +229,14 @@ def get_memory(p: Piece, defaults: ModelDefaults) -> Memory:
     util = p.gpu_memory_utilization
     usable_base = memory.get_usable_kv_bytes(p.memory_gb, tp, weights, act, util, defaults)
     usable_spec = usable_base
-    share_t = get_kv_share_per_gpu(t, tp)
-    kv_rep_t = kv_t * share_t * tp
+    share_t = get_kv_share_per_gpu(t, tp_attn)
+    kv_rep_t = kv_t * share_t * tp_attn
     if p.spec_on:
         usable_spec = memory.get_usable_kv_bytes(
             p.memory_gb, tp, weights + draft_weights, act, util, defaults
         )
-        share_d = get_kv_share_per_gpu(d, tp) if p.is_draft else share_t
-        kv_rep_d = kv_d * share_d * tp * (p.draft_context / p.context)
+        share_d = get_kv_share_per_gpu(d, tp_attn) if p.is_draft else share_t
+        kv_rep_d = kv_d * share_d * tp_attn * (p.draft_context / p.context)
         cap_spec = memory.get_token_capacity(usable_spec, kv_rep_t + kv_rep_d)
     cap_base = memory.get_token_capacity(usable_base, kv_rep_t)
     conc_base = memory.get_max_concurrency(cap_base, p.prompt, p.output, 0)

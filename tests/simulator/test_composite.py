@@ -151,3 +151,24 @@ def test_a_surface_kept_on_disk_reads_back_the_same(surface, tmp_path):
         assert np.array_equal(getattr(back, f), getattr(surface, f))
     path.write_bytes(b"not an npz")
     assert composite._read_cached(path) is None
+
+
+def test_attention_dp_replicates_the_dense_weights_and_splits_the_latent_cache():
+    """DeepSeek-V3 on 8 H200s: TP1 DP8 keeps a copy of the attention and shared weights per
+    rank (more weights) but caches each sequence's MLA latent on one GPU instead of all
+    eight (SGLang's reason for --enable-dp-attention): more KV tokens."""
+    rows = pd.DataFrame(
+        {
+            "target": "deepseek-v3",
+            "gpu": "h200",
+            "num_gpus": 8,
+            "attention_dp_size": [1, 8],
+            "moe_ep_size": [1, 8],
+            "kv_dtype": "fp8",
+        }
+    )
+    tp, dp = predict(rows, models=_models(), break_even=False).itertuples()
+    spec = _models()["deepseek-v3"]
+    extra_gb = 7 * spec.always_active_params * 1.0 / 2**30
+    assert dp.weights_gb - tp.weights_gb == pytest.approx(extra_gb, rel=1e-6)
+    assert dp.kv_capacity_tokens_baseline > 4 * tp.kv_capacity_tokens_baseline
