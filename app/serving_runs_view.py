@@ -8,22 +8,28 @@ import streamlit as st
 
 from simulator.validation import serving_runs
 
+FAMILIES = ("dense", "MoE")
+"""The runs' two families: dense decoders (GEMM and attention tables) and MoE / MLA
+models (aiconfigurator-core's engine, one surface per model, GPU, engine and layout)."""
 
-@st.cache_resource(show_spinner="Pricing the serving runs…", max_entries=2)
-def _scored(kernels: bool):
-    """The bundled runs scored once per session source (the file ships with the package)."""
+
+@st.cache_resource(show_spinner="Pricing the serving runs…", max_entries=4)
+def _scored(kernels: bool, family: str = "dense"):
+    """The bundled runs of one family scored once per session source (the file ships with
+    the package)."""
     from simulator.inputs.catalog import default_models
 
     runs = serving_runs.load_runs(serving_runs.bundled_runs_path(), default_models())
+    runs = runs[runs["family"] == family].reset_index(drop=True)
     return serving_runs.score(runs, kernels=kernels)
 
 
-@st.cache_resource(max_entries=2)
-def _view(kernels: bool) -> dict:
+@st.cache_resource(max_entries=4)
+def _view(kernels: bool, family: str = "dense") -> dict:
     """What the tab shows of the scored runs, built once per source: the tab renders on
     every rerun of the page, whichever tab is open, and the summaries, the figure and the
     CSV took a third of a rerun."""
-    errors = _scored(kernels)
+    errors = _scored(kernels, family)
     tables = serving_runs.summarise(errors)
     overall = tables.pop("overall").iloc[0]
     shown = {}
@@ -48,7 +54,12 @@ def _figure(errors) -> go.Figure:
             y=part["predicted_tpot_ms"],
             mode="markers",
             name=str(engine),
-            text=part["target"] + " · " + part["gpu"] + " · TP" + part["num_gpus"].astype(str),
+            text=part["target"]
+            + " · "
+            + part["gpu"]
+            + " · "
+            + part["num_gpus"].astype(str)
+            + " GPUs",
             hovertemplate="%{text}<br>measured %{x:.1f} ms, predicted %{y:.1f} ms",
         )
     top = float(errors[["measured_tpot_ms", "predicted_tpot_ms"]].max().max())
@@ -61,31 +72,54 @@ def _figure(errors) -> go.Figure:
 
 def render() -> None:
     st.caption(
-        "Absolute time per output token against 559 measured serving runs (aiconfigurator-core "
-        "0.12.0 `systems/silicon_sample.csv`, Apache-2.0: Llama-3.1-8B/70B and Qwen3-32B in "
-        "fp8 on H100, H200 and B200 with vLLM, SGLang and TensorRT-LLM, aggregated serving, "
-        "tensor parallelism 1-8, concurrency 4-512). Each run is priced as `simulator predict` "
-        "would: method none, steady serving, batch = concurrency. Measured TTFT includes "
-        "queueing; the predicted one is the prompt's prefill alone. `python -m simulator "
-        "validate --serving bundled --out tpot_errors.csv` reproduces these tables."
+        "Absolute time per output token against the measured serving runs aiconfigurator-core "
+        "0.12.0 ships (`systems/silicon_sample.csv`, Apache-2.0): aggregated serving with "
+        "vLLM, SGLang and TensorRT-LLM on H100, H200, B200 and GB200. Each run is priced as "
+        "`simulator predict` would: method none, steady serving, batch = concurrency (x the "
+        "attention-DP ranks). Measured TTFT includes queueing; the predicted one is the "
+        "prompt's prefill alone. `python -m simulator validate --serving bundled --out "
+        "tpot_errors.csv` reproduces these tables."
     )
     roofline = st.toggle(
         "Price on the roofline (the model before the kernel tables)", key="serving_roofline"
     )
-    view = _view(not roofline)
+    dense, moe = st.tabs(["Dense models", "MoE and MLA models"])
+    with dense:
+        st.caption(
+            "Llama-3.1-8B/70B and Qwen3-32B in fp8, tensor parallelism 1-8, concurrency 4-512: "
+            "the GEMM and attention tables."
+        )
+        _render_family(not roofline, "dense")
+    with moe:
+        st.caption(
+            "DeepSeek-R1/V3, Kimi-K2.5, GLM-5, MiniMax-M2.5, Qwen3-235B, Qwen3.5-397B and "
+            "gpt-oss-120b in fp8, fp4 and int4, with tensor, expert and attention-data "
+            "parallelism: aiconfigurator-core's engine over its MoE, MLA and comm tables, one "
+            "surface per model, GPU, engine and layout (about a second each the first time, "
+            "then kept on disk)."
+        )
+        if st.session_state.get("serving_moe_scored") or st.button(
+            "Score the MoE runs", key="serving_moe_button"
+        ):
+            st.session_state["serving_moe_scored"] = True
+            _render_family(not roofline, "MoE")
+
+
+def _render_family(kernels: bool, family: str) -> None:
+    view = _view(kernels, family)
     st.caption(view["note"])
     overall = view["overall"]
     c1, c2, c3 = st.columns(3)
     c1.metric("runs", int(overall["runs"]))
     c2.metric("median |TPOT error|", f"{100 * overall['tpot_median_abs']:.1f}%")
     c3.metric("signed median", f"{100 * overall['tpot_signed']:+.1f}%")
-    st.plotly_chart(view["figure"], key="serving_runs_figure")
+    st.plotly_chart(view["figure"], key=f"serving_runs_figure_{family}")
     for name, table in view["tables"].items():
         st.markdown(f"**By {name}** (percent)")
-        st.dataframe(table, key=f"serving_runs_{name}")
+        st.dataframe(table, key=f"serving_runs_{family}_{name}")
     st.download_button(
         "Download the errors per run (CSV)",
         view["csv"],
-        file_name="tpot_errors.csv",
-        key="serving_runs_download",
+        file_name=f"tpot_errors_{family.lower()}.csv",
+        key=f"serving_runs_download_{family}",
     )

@@ -5,7 +5,8 @@ acceptance, the one column a sweep seldom needs; and the rows in catalog order, 
 rows sharing target and method are priced with the model's figures as scalars), then a
 table whose every row the kernel tables price (dense targets on H100, H200 and B200 under
 vLLM, SGLang and TRT-LLM) with the same table on the roofline (`kernels=False`) and their
-ratio, and, last, the vectorised rate's ratio to the loop as `ratio: N x`. The per-row path calls the same `predict` on
+ratio, then MoE and MLA rows in three layouts priced from aiconfigurator-core's engine
+(and one such row alone, warm), and, last, the vectorised rate's ratio to the loop as `ratio: N x`. The per-row path calls the same `predict` on
 one-row tables: the one code path, with its per-call overhead paid per scenario, which is
 what a Python loop over scenarios costs. It is also the reference the vectorised answers
 are checked against, column by column (`same answers on the sample`).
@@ -66,6 +67,32 @@ def kernel_table_scenarios(n: int, seed: int = 0) -> pd.DataFrame:
     return table
 
 
+MOE_LAYOUTS = ((8, 1, 8, 1), (8, 1, 1, 8), (1, 8, 1, 8))
+"""(tp_size, attention_dp_size, moe_tp_size, moe_ep_size) of the MoE rows: TP8, TP8 EP8 and
+TP1 DP8 EP8 on one node of 8 GPUs."""
+
+
+def moe_table_scenarios(n: int, seed: int = 0) -> pd.DataFrame:
+    """`scenarios(n)` moved onto MoE and MLA targets that aiconfigurator-core's engine
+    builds, on H200 and B200 under vLLM, SGLang and TRT-LLM, in the `MOE_LAYOUTS`."""
+    from simulator.inputs.catalog import default_models
+
+    rng = np.random.default_rng(seed + 2)
+    table = scenarios(n, seed)
+    moe = [k for k, m in default_models().items() if (m.is_moe or m.is_mla) and m.aic_model]
+    targets = [t for t in ("deepseek-v3", "qwen3-235b-a22b", "gpt-oss-120b") if t in moe] or moe
+    table["target"] = np.array(targets)[rng.integers(0, len(targets), n)]
+    table["gpu"] = np.array(["h200", "b200"])[rng.integers(0, 2, n)]
+    table["engine"] = np.array(["vllm", "sglang", "trtllm"])[rng.integers(0, 3, n)]
+    layout = np.array(MOE_LAYOUTS)[rng.integers(0, len(MOE_LAYOUTS), n)]
+    for i, c in enumerate(("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")):
+        table[c] = layout[:, i]
+    table["num_gpus"] = 8
+    table["kv_dtype"] = "fp8"
+    table.loc[table["method"] == "draft_model", ["method", "draft"]] = ["eagle3", ""]
+    return table
+
+
 def same_answers(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     """Every column equal: numbers to 1e-12 relative (NaN equal to NaN), text exactly."""
     if list(a.columns) != list(b.columns) or len(a) != len(b):
@@ -107,6 +134,15 @@ def main() -> None:
     kernel_rate, on_kernels = _rate(kernel_table, args.repeats)
     roof_rate, _ = _rate(kernel_table, args.repeats, kernels=False)
     share = on_kernels["latency_source"].astype(str).str.startswith("kernels:").mean()
+    moe_table = moe_table_scenarios(args.n)
+    predict(moe_table)  # builds every MoE surface once (or reads it from the disk cache)
+    moe_rate, on_moe = _rate(moe_table, args.repeats)
+    moe_share = on_moe["latency_source"].astype(str).str.startswith("kernels:").mean()
+    one = moe_table.head(1)
+    t0 = time.perf_counter()
+    for _ in range(50):
+        predict(one)
+    one_ms = (time.perf_counter() - t0) / 50 * 1e3
     sample = table.head(args.loop_sample)
     t0 = time.perf_counter()
     rows = [predict(sample.iloc[[i]]) for i in range(len(sample))]
@@ -121,6 +157,10 @@ def main() -> None:
         f"vectorised, kernel-table rows ({share:.0%} on kernels): {kernel_rate:,.0f} "
         f"scenarios/s; the same rows on the roofline: {roof_rate:,.0f} scenarios/s "
         f"(kernels/roofline {kernel_rate / roof_rate:.2f})"
+    )
+    print(
+        f"vectorised, MoE rows ({moe_share:.0%} on kernels, {len(MOE_LAYOUTS)} layouts): "
+        f"{moe_rate:,.0f} scenarios/s; one MoE row warm: {one_ms:.1f} ms per call"
     )
     print(
         f"per-row loop: {len(sample):,} scenarios in {loop_s:.3f} s = {loop_rate:,.0f} "
