@@ -14,7 +14,11 @@ verify timings the data sources give:
   (tau / tok/s) regressed on K; its K = 0 intercept over the vanilla step is verify plus
   the round's host cost over decode, an upper bound of the verify ratio.
 arXiv 2601.11580's fitted H100 step model is not in data/ (not transcribed), so it is not
-compared. Run: python bench/verify_ratio.py
+compared. Then the MoE verify term: DeepSeek-V3 on 8 H200s and 8 B200s (SGLang, fp8,
+TP8 and TP8 EP8), from aiconfigurator-core's engine (`simulator.kernels.composite`),
+where a verify of K+1 tokens runs the MoE GEMMs at B(K+1) tokens: more tokens reach
+more experts, so at small batch the ratio grows with K far faster than a dense model's.
+Run: python bench/verify_ratio.py
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from simulator.inputs.catalog import default_models  # noqa: E402
+from simulator.kernels.composite import Layout, get_composite  # noqa: E402
 from simulator.kernels.source import get_surface, shape_of  # noqa: E402
 
 CASES = (("llama-3.1-8b", 1), ("llama-3.1-70b", 4))
@@ -63,6 +68,31 @@ def table_ratios() -> pd.DataFrame:
                     row[f"K={k} shared"] = float(s.forward_ms(b, q, CONTEXT)) / dec
                     row[f"K={k} separate"] = float(s.forward_ms(b, q, CONTEXT, True)) / dec
                 rows.append(row)
+    return pd.DataFrame(rows)
+
+
+MOE_CASES = (
+    ("h200", Layout(8, 1, 8, 1)),
+    ("h200", Layout(8, 1, 1, 8)),
+    ("b200", Layout(8, 1, 1, 8)),
+)
+
+
+def moe_ratios() -> pd.DataFrame:
+    """DeepSeek-V3's verify / decode from the engine's surfaces (K = 1, 3, 5)."""
+    rows = []
+    for gpu, lay in MOE_CASES:
+        s = get_composite(
+            "deepseek-ai/DeepSeek-V3", 61, 7168, gpu, "sglang", "", "fp8", "fp8", "fp8", lay
+        )
+        if s is None:
+            continue
+        for b in BATCHES:
+            dec = float(s.forward_ms(b, 1.0, CONTEXT))
+            row = {"gpu": gpu, "layout": lay.describe(), "batch": b, "decode_ms": dec}
+            for k in (1, 3, 5):
+                row[f"K={k}"] = float(s.forward_ms(b, k + 1.0, CONTEXT)) / dec
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -115,6 +145,8 @@ def main() -> None:
     print(measured.round(3).to_string(index=False) if len(measured) else "(no matching pairs)")
     print("\npublic batch-1 K sweeps: round time against K")
     print(sweep_intercepts().round(3).to_string(index=False))
+    print("\nMoE: DeepSeek-V3 (SGLang, fp8, context 2048) verify / decode from the engine")
+    print(moe_ratios().round(3).to_string(index=False))
 
 
 if __name__ == "__main__":
