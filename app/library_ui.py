@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pandas as pd
 import streamlit as st
 
-from app import sim, widgets
+from app import own_models, sim, widgets
 from app.library_open import library
 from library.errors import LibraryError
 from simulator.errors import InputError
@@ -145,7 +145,8 @@ def _delete(lib, kind: str, name: str) -> None:
 
 
 def listing_frame(table: pd.DataFrame) -> pd.DataFrame:
-    """The Profiles page's table of kept profiles and engine results (`Library.table`)."""
+    """The Profiles page's table of kept profiles, engine results and models
+    (`Library.table`)."""
     engine = (table["engine"] + " " + table["engine_version"]).str.strip()
     return pd.DataFrame(
         {
@@ -173,6 +174,10 @@ def listing(lib, kinds: tuple[str, ...], search: str) -> pd.DataFrame:
     return _listing(lib.where, kinds, search, lib.table_version(kinds))
 
 
+LISTED = ("profile", "benchmark", "model")
+"""The kinds the Profiles page lists: measurements, and the own models (config.json)."""
+
+
 @guarded
 def profiles_section(store: dict[str, bytes]) -> None:
     """The Profiles page's library: keep an upload, search, act on one entry."""
@@ -189,7 +194,7 @@ def profiles_section(store: dict[str, bytes]) -> None:
     search = st.text_input(
         "Search by device, model, engine, name or notes", key="library_search", max_chars=200
     )
-    table = listing(lib, ("profile", "benchmark"), search)
+    table = listing(lib, LISTED, search)
     if table.empty:
         st.caption("Nothing kept matches." if search else "Nothing kept yet.")
         return
@@ -217,6 +222,10 @@ def _entry_actions(lib, table: pd.DataFrame) -> None:
             "Calibrate with this", key="library_calibrate", on_click=_calibrate, args=(e.name,)
         )
         c[0].markdown(f"[Link](/profiles?profile={quote(sim.LINK_PREFIX + e.name, safe='')})")
+    if e.kind == "model":
+        # A kept model is a target choice on every planning page: its link opens one.
+        target = quote(own_models.model_id(e.name), safe="")
+        c[0].markdown(f"[Plan with it](/?target={target})")
     # Keys per entry: choosing another entry never carries a typed name, notes or a
     # ticked confirmation over to it.
     new_key, notes_key = f"library_new_name:{e.id}", f"library_notes:{e.id}"

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app import own_models
 from app.library_open import library
 from app.presets import Prior, pick_prior
 from library.errors import LibraryError
@@ -45,7 +46,33 @@ path under data/profiles/ (what a link carries); an upload's is UPLOADED plus it
 
 
 def models() -> dict[str, ModelSpec]:
-    return default_models()
+    """The catalog's models, then the library's and this session's own (`app.own_models`,
+    ids 'user:NAME')."""
+    own, _ = own_models.own_models()
+    return {**default_models(), **own} if own else default_models()
+
+
+def models_for(ids) -> tuple[str, dict[str, ModelSpec] | None]:
+    """(cache key, models to predict with) for the target and draft ids a table names:
+    ("", None) when they are all catalog models (predict's default), else the own
+    models' content digests and every model, so two sessions' different uploads under
+    one name never share a cached result."""
+    own, digests = own_models.own_models()
+    named = sorted({str(i) for i in ids if str(i) in digests})
+    if not named:
+        return "", None
+    return ";".join(f"{i}={digests[i][:16]}" for i in named), {**default_models(), **own}
+
+
+def _ids(table) -> list:
+    ids = []
+    for column in ("target", "draft"):
+        if isinstance(table, pd.DataFrame):
+            if column in table:
+                ids.extend(pd.unique(table[column].astype(str)))
+        elif table.get(column):
+            ids.append(table[column])
+    return ids
 
 
 def catalog_gpus() -> dict[str, GPUSpec]:
@@ -73,7 +100,13 @@ def priors() -> list[dict[str, str]]:
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def _prior(
-    workload: str, method: str, target: str, path: str, mtime: int, draft: str | None = None
+    workload: str,
+    method: str,
+    target: str,
+    path: str,
+    mtime: int,
+    draft: str | None = None,
+    models_key: str = "",
 ) -> Prior | None:
     return pick_prior(
         _priors(path, mtime),
@@ -89,7 +122,8 @@ def prior(workload: str, method: str, target: str, draft: str | None = None) -> 
     id: the published figure the acceptance input fills in (cached: extending a prior's
     rates takes ~20 ms)."""
     draft = draft if method == "draft_model" else None
-    return _prior(workload, method, target, str(PRIORS_CSV), modified_ns(PRIORS_CSV), draft)
+    key, _ = models_for([target, draft or ""])
+    return _prior(workload, method, target, str(PRIORS_CSV), modified_ns(PRIORS_CSV), draft, key)
 
 
 def _folders_key(root: Path) -> tuple[tuple[str, int], ...]:
@@ -225,14 +259,22 @@ def gpus() -> dict[str, GPUSpec]:
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
-def _predict(scenarios: pd.DataFrame, cal_key: str, _cal: Calibration | None) -> pd.DataFrame:
-    return predict(scenarios, calibration=_cal, source="scenario")
+def _predict(
+    scenarios: pd.DataFrame,
+    cal_key: str,
+    _cal: Calibration | None,
+    models_key: str = "",
+    _models: dict | None = None,
+) -> pd.DataFrame:
+    return predict(scenarios, calibration=_cal, source="scenario", models=_models)
 
 
 def run_predict(scenarios: pd.DataFrame) -> pd.DataFrame:
-    """`simulator.model.predict` under the current calibration. Raises `InputError`."""
+    """`simulator.model.predict` under the current calibration, with the own models the
+    table names. Raises `InputError`."""
     state = current_calibration()
-    return _predict(scenarios, state.key, state.calibration)
+    key, own = models_for(_ids(scenarios))
+    return _predict(scenarios, state.key, state.calibration, key, own)
 
 
 _GRID_ARGS = ("k_max", "batches")
@@ -241,21 +283,27 @@ and price the grid, so a change to them reuses it."""
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _grid(base: dict, grid_args: dict, cal_key: str, _cal: Calibration | None) -> pd.DataFrame:
-    return price_grid(base, calibration=_cal, **grid_args)
+def _grid(
+    base: dict, grid_args: dict, cal_key: str, _cal: Calibration | None, models_key: str, _models
+) -> pd.DataFrame:
+    return price_grid(base, calibration=_cal, models=_models, **grid_args)
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
-def _size(base: dict, kwargs: dict, cal_key: str, _cal: Calibration | None) -> SizingResult:
+def _size(
+    base: dict, kwargs: dict, cal_key: str, _cal: Calibration | None, models_key: str, _models
+) -> SizingResult:
     grid_args = {k: v for k, v in kwargs.items() if k in _GRID_ARGS}
-    grid = _grid(base, grid_args, cal_key, _cal)
+    grid = _grid(base, grid_args, cal_key, _cal, models_key, _models)
     return size(base, grid=grid, **kwargs)
 
 
 def run_size(base: dict, **kwargs) -> SizingResult:
-    """`simulator.planning.sizer.size` under the current calibration. Raises `InputError`."""
+    """`simulator.planning.sizer.size` under the current calibration, with the own models
+    the scenario names. Raises `InputError`."""
     state = current_calibration()
-    return _size(dict(base), dict(kwargs), state.key, state.calibration)
+    key, own = models_for(_ids(base))
+    return _size(dict(base), dict(kwargs), state.key, state.calibration, key, own)
 
 
 def profile_prediction(

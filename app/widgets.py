@@ -39,7 +39,7 @@ from itertools import pairwise
 
 import streamlit as st
 
-from app import sim
+from app import own_models, sim
 from app.presets import MEASURED, WORKLOADS, Prior
 from simulator.errors import InputError
 from simulator.inputs.scenarios import K_LIMIT
@@ -497,14 +497,18 @@ def scenario_inputs() -> Scenario:
 def _model_inputs(sb, models: dict, model_ids: list) -> tuple[str, str, str]:
     """The sidebar's models: (target id, method, draft id), and a caption naming them."""
     sb.subheader("Scenario")
+    own_models.forget_missing(model_ids)
     target = sb.selectbox(
         "Target model",
         model_ids,
-        index=_index(model_ids, DEFAULT_TARGET),
+        # The "Your model" control sets the target through the session state: no default
+        # then, or Streamlit warns that the widget has both.
+        index=0 if "target" in st.session_state else _index(model_ids, DEFAULT_TARGET),
         key="target",
         on_change=_refill_acceptance,
         **BIND,
     )
+    own_models.control(target, _refill_acceptance)
     method = sb.selectbox(
         "Method",
         list(METHODS),

@@ -17,7 +17,7 @@ from simulator.errors import InputError
 
 PREFIX = "library:"
 """`--profile library:NAME` names a profile kept in the library instead of a file."""
-KIND_CHOICES = ("profile", "benchmark", "scrape", "scenario", "report", "validation")
+KIND_CHOICES = ("profile", "benchmark", "scrape", "scenario", "report", "validation", "model")
 
 
 def _open(args):
@@ -107,12 +107,20 @@ def cmd_import(args) -> int:
     data = _read(args.file)
     lib = _open(args)
     name = args.name or Path(args.file).stem
+    if args.kind == "model" and not args.name and name == "config":
+        # A checkpoint's folder holds config.json: the folder names the model.
+        name = Path(args.file).resolve().parent.name or name
     if args.kind is None and EXPORT_SCHEMA.encode() in data[:4096]:
         saved = restore(lib, read_export(data, args.file))
+    elif args.quant and args.kind != "model":
+        raise InputError("--quant goes with --kind model", field="--quant")
     elif args.kind in (None, "profile"):
         saved = kinds.save_profile(lib, name, data, notes=args.notes)
     elif args.kind == "scrape":
         saved = kinds.save_scrape(lib, name, data, notes=args.notes)
+    elif args.kind == "model":
+        quant = _read(args.quant) if args.quant else None
+        saved = kinds.save_model(lib, name, data, quant, notes=args.notes)
     elif args.kind == "benchmark":
         saved = kinds.save_benchmark(
             lib,
@@ -210,7 +218,11 @@ def add_library_parser(sub) -> None:
     v.add_argument("--kind", choices=KIND_CHOICES)
     v.add_argument("--out", dest="to", required=True, help="file (.json or .csv), or - for stdout")
     v.add_argument("--format", choices=("json", "csv"), help="default: by the file's suffix")
-    v = verb("import", "keep a profile, scrape, engine result or JSON export", cmd_import)
+    v = verb(
+        "import",
+        "keep a profile, scrape, engine result, model config.json or JSON export",
+        cmd_import,
+    )
     v.add_argument("file")
     v.add_argument("--kind", choices=KIND_CHOICES, help="default: an export, else a profile")
     v.add_argument("--name", help="default: the file's name without its suffix")
@@ -219,6 +231,7 @@ def add_library_parser(sub) -> None:
     v.add_argument("--engine", help="engine result: vllm, sglang, trtllm")
     v.add_argument("--engine-version", help="engine result: the engine's version")
     v.add_argument("--model", help="engine result: the model served")
+    v.add_argument("--quant", help="model: its hf_quant_config.json (with --kind model)")
     v = verb("history", "validation figures over time, oldest first", cmd_history)
     v.add_argument("--metric", help="one figure, e.g. median_abs_error")
     v = verb("delete", "remove one entry (asks for --yes)", cmd_delete)

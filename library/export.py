@@ -39,7 +39,7 @@ def entry_json(lib: Library, entry: EntryInfo) -> dict:
 
 def entry_table(lib: Library, entry: EntryInfo) -> str:
     """The entry as CSV text: a profile's measurements, a report's outputs as computed, a
-    scenario's parameters, a scrape's figures, a validation run's errors, an engine
+    scenario's parameters, a scrape's figures, a model's fields as read from its config, a validation run's errors, an engine
     result's table (a JSON result flattened to one row per record)."""
     content = lib.content(entry.kind, entry.name)
     if entry.kind == "profile":
@@ -52,6 +52,12 @@ def entry_table(lib: Library, entry: EntryInfo) -> str:
         value = json.loads(content)
         rows = [("page", value["page"]), *sorted(value["params"].items())]
         return pd.DataFrame(rows, columns=["parameter", "value"]).to_csv(index=False)
+    if entry.kind == "model":
+        from library.kinds import load_model_entry
+
+        spec = load_model_entry(lib, entry.name, model_id=entry.name)
+        rows = [(k, v) for k, v in asdict(spec).items()]
+        return pd.DataFrame(rows, columns=["field", "value"]).to_csv(index=False)
     if entry.kind == "scrape":
         rows = sorted((k, v) for k, v in entry.facts.items())
         return pd.DataFrame(rows, columns=["figure", "value"]).to_csv(index=False)
@@ -99,6 +105,12 @@ def restore(lib: Library, value: dict, who: str | None = None):
         raise LibraryError("must map each metric to a number", field="figures")
     if value.get("created_by") and who is None:
         who = str(value["created_by"])
+    # The content is checked as the kind's own save checks it, and what the kind derives
+    # from it (a model's shape, a profile's device) replaces the export's copy.
+    from library.kinds import checked_columns
+
+    derived = checked_columns(value["kind"], value["name"], value["content"], kept.get("facts"))
+    kept = {**kept, **derived, "facts": {**kept.get("facts", {}), **derived.get("facts", {})}}
     return lib.save(
         value["kind"], value["name"], value["content"], who=who, figures=figures, **kept
     )

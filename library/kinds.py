@@ -209,3 +209,128 @@ def save_validation(
         figures=figures,
         facts={"cases": len(errors)},
     )
+
+
+# ---------------------------------------------------------------- a user's own model
+MODEL_CONTENT_KEYS = ("config", "hf_quant_config")
+"""A model entry's content: canonical JSON of {"config": config.json's text as given,
+"hf_quant_config": hf_quant_config.json's text or null}; the same two files give the same
+bytes, so saving them twice keeps one entry."""
+
+
+def _text(data: str | bytes, source: str) -> str:
+    if isinstance(data, str):
+        return data
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"is not UTF-8 text (byte {exc.start})", file=source) from None
+
+
+def model_content(config: str | bytes, quant: str | bytes | None = None) -> bytes:
+    """The content a model entry keeps for these files (`MODEL_CONTENT_KEYS`)."""
+    quant_text = None if quant is None else _text(quant, "hf_quant_config.json")
+    return canonical_json(
+        {"config": _text(config, "config.json"), "hf_quant_config": quant_text or None}
+    )
+
+
+def model_files(content: bytes, source: str = "model entry") -> tuple[str, str | None]:
+    """(config.json text, hf_quant_config.json text or None) of a model entry's content."""
+    try:
+        value = json.loads(content)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise LibraryError(f"not JSON ({exc})", file=source, field="content") from None
+    if not isinstance(value, dict) or set(value) != set(MODEL_CONTENT_KEYS):
+        raise LibraryError(
+            "a model entry is an object with the keys 'config' and 'hf_quant_config'",
+            file=source,
+            field="content",
+        )
+    config, quant = value["config"], value["hf_quant_config"]
+    if not isinstance(config, str) or not (quant is None or isinstance(quant, str)):
+        raise LibraryError(
+            "'config' must be config.json's text, 'hf_quant_config' its text or null",
+            file=source,
+            field="content",
+        )
+    return config, quant
+
+
+def read_model(config: str | bytes, quant: str | bytes | None = None, *, model_id: str):
+    """The `ModelSpec` of a config.json (and hf_quant_config.json), checked field by field
+    by `simulator.inputs.hf_config.read_config`; InputError names the field."""
+    from simulator.inputs.hf_config import read_config
+
+    return read_config(config, quant or None, model_id=model_id, source="config.json")
+
+
+def _model_columns(spec, quant: str | None) -> dict:
+    """What a model entry shows beside its content: the model's name, and its shape."""
+    return {
+        "model": str(spec.name)[:500],
+        "facts": {
+            "total_params": int(spec.total_params),
+            "active_params": int(spec.active_params),
+            "num_layers": int(spec.num_layers),
+            "hidden_size": int(spec.hidden_size),
+            "moe": bool(spec.is_moe),
+            "mla": bool(spec.is_mla),
+            "checkpoint_dtype": str(spec.checkpoint_dtype),
+            "hf_quant_config": quant is not None,
+        },
+    }
+
+
+def save_model(
+    lib: Library,
+    name: str,
+    config: str | bytes,
+    quant: str | bytes | None = None,
+    *,
+    notes: str = "",
+    who=None,
+) -> Saved:
+    """A user's own model: its config.json (and hf_quant_config.json) text, read by the
+    same parser the dashboard plans with before it is kept."""
+    content = model_content(config, quant)
+    config_text, quant_text = model_files(content)
+    spec = read_model(config_text, quant_text, model_id=str(name).strip() or "model")
+    return lib.save(
+        "model", name, content, notes=notes, who=who, **_model_columns(spec, quant_text)
+    )
+
+
+def load_model_entry(lib: Library, name: str, *, model_id: str):
+    """The kept model `name` as a `ModelSpec` with the id `model_id`."""
+    config, quant = model_files(lib.content("model", name), source=f"model '{name[:80]}'")
+    return read_model(config, quant, model_id=model_id)
+
+
+def checked_columns(kind: str, name: str, content: bytes, facts: dict | None = None) -> dict:
+    """The columns a kind derives from its content, the content checked as that kind's
+    own save checks it: what `library import` of an export keeps in place of the
+    export's own (which anyone may have edited). `facts`, the export's, give a scrape
+    its K where the scrape cannot tell it. {} for the kinds whose save checks nothing in
+    the content (benchmark, scenario, report, validation)."""
+    label = f"'{name[:80]}'"
+    if kind == "profile":
+        from simulator.inputs.profile import load_profile
+
+        profile = load_profile(bytes(content), name=label)
+        return {
+            "device": profile.device.name[:200],
+            "model": ", ".join(m.id for m in profile.models)[:500],
+        }
+    if kind == "scrape":
+        from simulator.inputs.metrics import parse_vllm_metrics
+
+        k = (facts or {}).get("k")
+        k = k if isinstance(k, int) and not isinstance(k, bool) else None
+        parse_vllm_metrics(bytes(content), k=k, source=name[:80])
+        return {}
+    if kind == "model":
+        config, quant = model_files(content, source=f"model {label}")
+        spec = read_model(config, quant, model_id=name.strip() or "model")
+        return _model_columns(spec, quant)
+    return {}

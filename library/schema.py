@@ -27,10 +27,12 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, deferred, mapped_column, rel
 
 NAME_CHARS = 200
 """Longest name, in characters: a name is a label in a table, not a document."""
-KINDS = ("profile", "benchmark", "scrape", "scenario", "report", "validation")
+KINDS = ("profile", "benchmark", "scrape", "scenario", "report", "validation", "model")
 """profile: a specplan.profile/v1 file; benchmark: an engine's benchmark result file;
 scrape: a vLLM /metrics acceptance scrape; scenario: the state a dashboard link carries;
-report: a Reports table with its outputs; validation: a `validate` run's figures."""
+report: a Reports table with its outputs; validation: a `validate` run's figures; model: a
+user's own model, its Hugging Face config.json (and hf_quant_config.json) as given.
+A kind is data in `entries.kind`: a new one needs no migration."""
 
 
 class Base(DeclarativeBase):

@@ -37,10 +37,12 @@ MAX_POINTS = 12
 @st.cache_data(show_spinner=False, max_entries=64)
 def _arm_model(arm_key: str, _arm: dict, speculative: bool, p_mean: float, o_mean: float, cal: str):
     """One arm's step model, the same for every load point; `_arm` is the scenario as that
-    arm reads it (`arm_scenario`), `arm_key` its text."""
-    calibration = sim.current_calibration().calibration if cal else None
+    arm reads it (`arm_scenario`), `arm_key` its text, and `cal` the calibration's key
+    and, for an own model, its content's (`sim.models_for`)."""
+    calibration = sim.current_calibration().calibration if cal.split("|")[0] else None
     sized = {**_arm, "prompt_len": p_mean, "output_len": o_mean}
-    return step_model(sized, speculative=speculative, calibration=calibration)
+    _, models = sim.models_for([_arm.get("target", ""), _arm.get("draft", "")])
+    return step_model(sized, speculative=speculative, calibration=calibration, models=models)
 
 
 @st.cache_resource(show_spinner=False, max_entries=512)
@@ -205,6 +207,10 @@ base = scenario.row(k, 1)
 base.pop("batch_size", None)
 key = tuple(sorted((k, str(v)) for k, v in base.items()))
 cal = sim.current_calibration().key
+models_key, _ = sim.models_for([scenario.target, scenario.draft])
+if models_key:
+    # An own model: the cached runs are keyed on its content as well as its id.
+    cal = f"{cal}|{models_key}"
 
 
 def _simulate(key: tuple) -> pd.DataFrame:
