@@ -37,6 +37,9 @@ MAX_UPLOAD_MB = MAX_CONFIG_BYTES // (1024 * 1024)
 MAX_PASTE_CHARS = 1_000_000
 """A pasted config.json: a text box holds a few kB with ease, a MB at most."""
 KIND = "model"
+UNREAD = (InputError, ValueError, TypeError, LookupError, ArithmeticError)
+"""What reading a config may raise: InputError naming the field by contract; the others
+only from a reader's bug, still a message rather than a traceback."""
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,8 @@ def _kept_spec(where: str, name: str, content_hash: str) -> tuple[ModelSpec | No
     lib, _ = library()
     try:
         return load_model_entry(lib, name, model_id=model_id(name)), ""
-    except InputError as exc:
-        return None, str(exc)
+    except UNREAD as exc:
+        return None, _why(exc)
 
 
 def kept() -> dict[str, tuple[str, ModelSpec | None, str]]:
@@ -126,21 +129,22 @@ def own_models() -> tuple[dict[str, ModelSpec], dict[str, str]]:
     for mid, own in session_models().items():
         try:
             specs[mid] = parse(own.config, own.quant, mid)
-        except InputError:  # kept only after it parsed; a changed reader may refuse it
+        except UNREAD:  # kept only after it parsed; a changed reader may refuse it
             continue
         digests[mid] = own.digest
     return specs, digests
 
 
-def forget_missing(model_ids: list[str]) -> None:
+def forget_missing(model_ids: list[str], defaults: dict[str, str]) -> None:
     """A target or draft that was an own model no longer there (a teammate deleted or
-    renamed it in the library) goes back to its default, and the sidebar says so."""
+    renamed it in the library) goes back to its default (`defaults`: key -> id), and the
+    sidebar says so."""
     from app.widgets import plain
 
-    for key in ("target", "draft"):
+    for key, default in defaults.items():
         value = st.session_state.get(key)
         if isinstance(value, str) and value.startswith(PREFIX) and value not in model_ids:
-            del st.session_state[key]
+            st.session_state[key] = default
             st.sidebar.warning(f"{plain(value)} is no longer kept: back to the default {key}.")
 
 
@@ -161,6 +165,12 @@ def default_name(config: str, file_name: str = "") -> str:
         return stem[:120]
     kind = value.get("model_type")
     return kind.strip()[:120] if isinstance(kind, str) and kind.strip() else "my-model"
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, InputError):
+        return str(exc)
+    return f"config.json could not be read ({type(exc).__name__}: {exc})"
 
 
 def _message(ok: bool, text: str) -> None:
@@ -202,8 +212,8 @@ def _take(config: str, quant: str | None, file_name: str, on_target: Callable) -
     mid = model_id(name)
     try:
         spec = parse(config, quant, mid)
-    except InputError as exc:
-        _message(False, f"Not read: {plain(exc)}")
+    except UNREAD as exc:
+        _message(False, f"Not read: {plain(_why(exc))}")
         return
     session_models()[mid] = OwnModel(config, quant, digest_of(config, quant))
     st.session_state["target"] = mid
@@ -278,33 +288,38 @@ def control(target: str, on_target: Callable[[], None]) -> None:
     message = st.session_state.pop(MSG_KEY, None)
     own = target in session_models()
     with st.sidebar.expander("Your model (config.json)", expanded=bool(message) or own):
-        st.file_uploader(
-            "config.json",
-            type=["json"],
-            key=UPLOAD_KEY,
-            max_upload_size=MAX_UPLOAD_MB,
-            on_change=_take_upload,
-            args=(on_target,),
-            help="A Hugging Face checkpoint's config.json: it becomes a target choice on "
-            "every page for this session. Read as data, never run.",
-        )
-        st.file_uploader(
-            "hf_quant_config.json (optional)",
-            type=["json"],
-            key=QUANT_KEY,
-            max_upload_size=MAX_UPLOAD_MB,
-            on_change=_take_upload,
-            args=(on_target,),
-            help="ModelOpt's quantization file, where the checkpoint has one (FP8, NVFP4).",
-        )
-        st.text_area(
-            "Or paste config.json",
-            key=PASTE_KEY,
-            height=90,
-            max_chars=MAX_PASTE_CHARS,
-            placeholder='{"architectures": ["Qwen3ForCausalLM"], ...}',
-        )
-        st.button("Use pasted config", key="own_use_paste", on_click=_take_paste, args=(on_target,))
+        upload, paste = st.tabs(["Upload", "Paste"])
+        with upload:
+            st.file_uploader(
+                "config.json",
+                type=["json"],
+                key=UPLOAD_KEY,
+                max_upload_size=MAX_UPLOAD_MB,
+                on_change=_take_upload,
+                args=(on_target,),
+                help="A Hugging Face checkpoint's config.json: it becomes a target choice on "
+                "every page for this session. Read as data, never run.",
+            )
+            st.file_uploader(
+                "hf_quant_config.json (optional)",
+                type=["json"],
+                key=QUANT_KEY,
+                max_upload_size=MAX_UPLOAD_MB,
+                on_change=_take_upload,
+                args=(on_target,),
+                help="ModelOpt's quantization file, where the checkpoint has one (FP8, NVFP4).",
+            )
+        with paste:
+            st.text_area(
+                "config.json's text",
+                key=PASTE_KEY,
+                height=120,
+                max_chars=MAX_PASTE_CHARS,
+                placeholder='{"architectures": ["Qwen3ForCausalLM"], ...}',
+            )
+            st.button(
+                "Use pasted config", key="own_use_paste", on_click=_take_paste, args=(on_target,)
+            )
         if message:
             ok, text = message
             # The text is already escaped (plain) where it quotes the user's input.

@@ -382,6 +382,11 @@ def _forget_link_values(keys) -> None:
 def _drop_link_problems(sb, choices: Mapping[str, Sequence[str]]) -> None:
     """Remove the link's unusable parameters before any input reads them, and say so."""
     problems = link_problems(st.query_params, choices)
+    for key in [k for k in problems if k in choices]:
+        # The session set this input (the "Your model" control, a kept model gone): the
+        # input, bound to the parameter, writes its own value there when drawn.
+        if str(st.session_state.get(key)) in choices[key]:
+            del problems[key]
     _forget_link_values(problems)
     for key, why in problems.items():
         shown = str(st.query_params.get(key, ""))[:40]
@@ -497,7 +502,6 @@ def scenario_inputs() -> Scenario:
 def _model_inputs(sb, models: dict, model_ids: list) -> tuple[str, str, str]:
     """The sidebar's models: (target id, method, draft id), and a caption naming them."""
     sb.subheader("Scenario")
-    own_models.forget_missing(model_ids)
     target = sb.selectbox(
         "Target model",
         model_ids,
@@ -541,6 +545,7 @@ def _scenario_sidebar() -> Scenario:
     model_ids = list(models)
     gpu_ids = list(gpus)
     sb = st.sidebar
+    own_models.forget_missing(model_ids, {"target": DEFAULT_TARGET, "draft": DEFAULT_DRAFT})
     _drop_link_problems(
         sb,
         {
