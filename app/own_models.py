@@ -102,6 +102,22 @@ def _kept_spec(where: str, name: str, content_hash: str) -> tuple[ModelSpec | No
         return None, _why(exc)
 
 
+KEPT_TTL_S = 1.0
+"""How long a rerun trusts the library's list of models: a page asks for the models a
+few times a run (0.5-1 ms a query each); a teammate's save shows within this time, one's
+own at once (`forget_kept_list`)."""
+
+
+@st.cache_data(show_spinner=False, max_entries=8, ttl=KEPT_TTL_S)
+def _kept_version(where: str) -> tuple:
+    lib, _ = library()
+    return lib.table_version((KIND,))
+
+
+def forget_kept_list() -> None:
+    _kept_version.clear()
+
+
 def kept() -> dict[str, tuple[str, ModelSpec | None, str]]:
     """{model id: (content hash, spec or None, why not)} of the models in the library;
     {} without one (or when it does not answer)."""
@@ -109,7 +125,7 @@ def kept() -> dict[str, tuple[str, ModelSpec | None, str]]:
     if lib is None:
         return {}
     try:
-        names = _kept_list(lib.where, lib.table_version((KIND,)))
+        names = _kept_list(lib.where, _kept_version(lib.where))
     except LibraryError:
         return {}
     out = {}
@@ -272,6 +288,7 @@ def _save(mid: str, name_key: str, on_target: Callable) -> None:
         _message(False, f"Not saved: {plain(exc)}")
         return
     kept_name = saved.entry.name
+    forget_kept_list()
     # The library now holds it: every session's choices have it under the kept name.
     session_models().pop(mid, None)
     st.session_state["target"] = model_id(kept_name)
