@@ -317,9 +317,192 @@ def default_gpus() -> dict[str, GPUSpec]:
     return load_gpus()
 
 
+BUNDLED_SKIPPED: dict[str, str] = {}
+"""Hugging Face id -> why its aiconfigurator-core config is not in `default_models()`
+(an architecture `simulator.inputs.hf_config` does not price, or an id the CSV or an
+earlier config already holds)."""
+
+_SHAPE_FIELDS = (
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "num_experts",
+    "experts_per_token",
+    "moe_intermediate_size",
+    "kv_lora_rank",
+    "tie_word_embeddings",
+)
+"""What makes two catalog entries the same network for aiconfigurator-core's engine
+(an instruct tune and its base model are)."""
+
+
+def _bundled_cache() -> Path | None:
+    """The file that keeps `bundled_models()` between processes (parsing the package's
+    7.9 MB of configs takes ~150 ms; reading this back, ~3 ms): named by the package's
+    version and folder and by this reader's source, so either changing starts afresh."""
+    import hashlib
+    import importlib.util
+
+    spec = importlib.util.find_spec("aiconfigurator_core")
+    if spec is None or spec.origin is None:
+        return None
+    from simulator.inputs import hf_config
+
+    key = hashlib.sha256(str(Path(spec.origin).parent).encode())
+    for path in (Path(hf_config.__file__), Path(__file__)):
+        key.update(path.read_bytes())
+    key.update(hf_config.aic_version().encode())
+    return hf_config.cache_dir().parent / f"bundled-models-{key.hexdigest()[:16]}.json"
+
+
+def _read_bundled_cache(path: Path | None) -> dict[str, ModelSpec] | None:
+    import json
+
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8")) if path else None
+        models = {k: ModelSpec(**v) for k, v in kept["models"].items()}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    # A local folder aiconfigurator-core builds from may have been cleared since.
+    if any(m.aic_model.startswith("/") and not Path(m.aic_model).is_dir() for m in models.values()):
+        return None
+    BUNDLED_SKIPPED.update(kept.get("skipped", {}))
+    return models
+
+
+def _write_bundled_cache(path: Path | None, models: dict[str, ModelSpec]) -> None:
+    import json
+    import os
+
+    if path is None:
+        return
+    text = json.dumps(
+        {
+            "models": {k: dataclasses.asdict(m) for k, m in models.items()},
+            "skipped": BUNDLED_SKIPPED,
+        }
+    )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+@cache
+def bundled_models() -> dict[str, ModelSpec]:
+    """One entry per config.json aiconfigurator-core ships, keyed by the repo name
+    lowercased ("deepseek-v3", "gpt-oss-120b"). A config this reader does not price is
+    left out, its reason in `BUNDLED_SKIPPED`; nothing here raises. Kept on disk
+    between processes (`_bundled_cache`)."""
+    path = _bundled_cache()
+    kept = _read_bundled_cache(path)
+    if kept is not None:
+        return kept
+    out = _parse_bundled()
+    _write_bundled_cache(path, out)
+    return out
+
+
+def _parse_bundled() -> dict[str, ModelSpec]:
+    from simulator.inputs.hf_config import bundled_configs, read_bundled
+
+    out: dict[str, ModelSpec] = {}
+    for hf_id, path in bundled_configs().items():
+        try:
+            spec = read_bundled(hf_id, path)
+        except (InputError, OSError) as exc:
+            BUNDLED_SKIPPED[hf_id] = str(exc)
+            continue
+        if spec.id in out:
+            BUNDLED_SKIPPED[hf_id] = f"id '{spec.id}' is already {out[spec.id].hf_repo}"
+            continue
+        out[spec.id] = spec
+    return out
+
+
+def _with_aic_model(row: ModelSpec, bundled: dict[str, ModelSpec]) -> ModelSpec:
+    """A hand-written row with the `aic_model` of the bundled config of its `hf_repo`, or
+    of the same network (same shape, same checkpoint dtype) where the package ships
+    that under another id."""
+    if row.aic_model or not row.hf_repo:
+        return row
+    repo = row.hf_repo.lower()
+    same = [m for m in bundled.values() if m.hf_repo.lower() == repo and m.aic_model]
+    if not same:
+        shape = tuple(getattr(row, f) for f in _SHAPE_FIELDS)
+        same = [
+            m
+            for m in bundled.values()
+            if m.aic_model
+            and m.checkpoint_dtype == row.checkpoint_dtype
+            and tuple(getattr(m, f) for f in _SHAPE_FIELDS) == shape
+        ]
+    if not same:
+        return row
+    return dataclasses.replace(row, aic_model=same[0].aic_model)
+
+
 @cache
 def default_models() -> dict[str, ModelSpec]:
-    return load_models()
+    """The hand-written catalog (data/models.csv) and one entry per config.json
+    aiconfigurator-core ships (`bundled_models`); the CSV wins where both hold an id."""
+    rows = load_models()
+    bundled = bundled_models()
+    for ident in rows.keys() & bundled.keys():
+        BUNDLED_SKIPPED.setdefault(bundled[ident].hf_repo, f"id '{ident}' is in {MODELS_CSV.name}")
+    out = {k: _with_aic_model(m, bundled) for k, m in rows.items()}
+    out.update({k: m for k, m in bundled.items() if k not in rows})
+    return out
+
+
+def _snapshot_repo(name: str) -> str:
+    """The repo a local checkpoint path names: Hugging Face's cache layout
+    (.../models--org--name/snapshots/<rev>) gives 'org/name', any other folder its
+    own name."""
+    parts = [p for p in name.replace("\\", "/").split("/") if p]
+    for i, part in enumerate(parts):
+        if (
+            part.startswith("models--")
+            and part.count("--") >= 2
+            and (i + 1 == len(parts) or parts[i + 1] == "snapshots")
+        ):
+            return part[len("models--") :].replace("--", "/", 1)
+    return parts[-1] if parts else ""
+
+
+def resolve_model(name: str, models: dict[str, ModelSpec]) -> str | None:
+    """The id in `models` that `name` means: a catalog id, a Hugging Face id
+    ("deepseek-ai/DeepSeek-R1", any case) or a local checkpoint folder whose path ends
+    in the repo name (".../models--moonshotai--Kimi-K2.5/snapshots/abc", "/data/Kimi-K2.5/");
+    None where none matches."""
+    text = str(name or "").strip()
+    if not text:
+        return None
+    if text in models:
+        return text
+    lower = {k.lower(): k for k in models}
+    if text.lower() in lower:
+        return lower[text.lower()]
+    local = text.startswith(("/", ".", "~")) or "\\" in text or text.count("/") > 1
+    repo = _snapshot_repo(text) if local else text.rstrip("/")
+    by_repo = {m.hf_repo.lower(): k for k, m in models.items() if m.hf_repo}
+    if repo.lower() in by_repo:
+        return by_repo[repo.lower()]
+    tail = repo.rsplit("/", 1)[-1].lower()
+    if tail in lower:
+        return lower[tail]
+    tails = {}
+    for key, m in models.items():
+        if m.hf_repo:
+            tails.setdefault(m.hf_repo.rsplit("/", 1)[-1].lower(), key)
+    return tails.get(tail)
 
 
 def load_acceptance_priors(path: str | Path = PRIORS_CSV) -> list[dict[str, str]]:
