@@ -1,21 +1,25 @@
 """The sizer: best K per batch, the break-even batch, the largest batch under an SLO, and
-the cheapest configuration for a demand. One `predict` call over a (K, batch) grid.
+the cheapest configuration for a demand. One `predict` call over a (K, batch) grid; for an
+MoE or MLA target whose row gives no layout, one per layout of its GPU count
+(`simulator.planning.layouts.span`, DP 1 or all the GPUs, EP 1 or all), and the layout
+whose cheapest configuration serves the most tokens/s per replica is the one sized.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from simulator.errors import InputError
-from simulator.inputs.catalog import method_decay
+from simulator.inputs.catalog import default_models, method_decay
 from simulator.inputs.scenarios import ACCEPTANCE_COLUMNS
 from simulator.inputs.sweep import build_grid
 from simulator.model import economics
 from simulator.model.acceptance import positions_from_tau
 from simulator.model.predict import predict
+from simulator.planning import layouts
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 """Batch sizes an engine's CUDA-graph capture list covers, 1 to vLLM's max_num_seqs x2."""
@@ -38,6 +42,11 @@ class SizingResult:
     """Cheapest (K, batch) meeting SLO and memory, with replicas and monthly cost."""
     baseline_choice: dict | None
     """The same search restricted to K=0, for the saving."""
+    layout: str = ""
+    """The replica's layout sized ('TP8 EP8'; '' for a dense target's plain TP)."""
+    layouts: pd.DataFrame | None = None
+    """Where the sizer chose the layout: one row per layout tried (layout, its columns,
+    tok_s_per_replica and replicas of its cheapest configuration, why it was passed over)."""
 
 
 def _acceptance_cols(base: dict) -> dict:
@@ -93,10 +102,92 @@ def size(
 
     `base` holds scenario columns (acceptance included); K runs 0..k_max and batch over
     `batches` (`price_grid`). `grid`, what `price_grid` gave for the same base, K and
-    batches, saves pricing it again; it is not modified.
+    batches, saves pricing it again; it is not modified. An MoE or MLA target whose `base`
+    gives no layout column is sized in each layout of its GPUs (`size_layouts`).
     """
+    sizing = dict(
+        k_max=k_max,
+        batches=batches,
+        slo_tpot_ms=slo_tpot_ms,
+        slo_tok_s_per_user=slo_tok_s_per_user,
+        demand_tok_s=demand_tok_s,
+    )
     if grid is None:
+        tried = _layouts_to_try(base, predict_kwargs.get("models"))
+        if len(tried) > 1:
+            return size_layouts(base, tried, **sizing, **predict_kwargs)
         grid = price_grid(base, k_max=k_max, batches=batches, **predict_kwargs)
+    slo = {k: sizing[k] for k in ("slo_tpot_ms", "slo_tok_s_per_user", "demand_tok_s")}
+    return _size_grid(grid, **slo, layout=_label(base))
+
+
+def _label(base: dict) -> str:
+    lay = layouts.from_row(base)
+    return "" if lay is None else lay.describe()
+
+
+def _layouts_to_try(base: dict, models=None) -> tuple:
+    """The layouts `size` sizes `base` in: its own (one) where it gives one or its target
+    has no layouts beyond TP, else `layouts.span`'s corners of its GPU count."""
+    target = (models or default_models()).get(str(base.get("target")))
+    if target is None or layouts.from_row(base) is not None or not layouts.has_layouts(target):
+        return ()
+    engine = str(base.get("engine") or "vllm")
+    n = int(base.get("num_gpus") or 1)
+    return layouts.span(n, target, engine, corners=True)
+
+
+def size_layouts(base: dict, tried, **kwargs) -> SizingResult:
+    """`size` of `base` in each layout of `tried`, the one whose cheapest configuration
+    serves the most tokens/s per replica returned, with every layout's figures in its
+    `layouts`. A layout other than plain TP counts only where the kernel tables price it
+    (the roofline prices every layout as TP, `layouts.priced_by_layout`); plain TP is
+    always tried."""
+    sizing = {k: kwargs.pop(k) for k in ("k_max", "batches", "slo_tpot_ms", "slo_tok_s_per_user")}
+    demand = kwargs.pop("demand_tok_s", 0.0)
+    rows, results = [], []
+    for lay in tried:
+        row = {**base, **lay.columns()}
+        grid = price_grid(row, k_max=sizing["k_max"], batches=sizing["batches"], **kwargs)
+        res = _size_grid(
+            grid,
+            slo_tpot_ms=sizing["slo_tpot_ms"],
+            slo_tok_s_per_user=sizing["slo_tok_s_per_user"],
+            demand_tok_s=demand,
+            layout=lay.describe(),
+        )
+        source = str(grid["latency_source"].iloc[0]) if "latency_source" in grid else ""
+        why = ""
+        if not lay.plain_tp and not layouts.priced_by_layout(source):
+            why = f"priced on the {source or 'roofline'}, which does not model the layout"
+        elif res.choice is None:
+            why = "no batch meets the SLO and fits"
+        rows.append(
+            {
+                "layout": lay.describe(),
+                **lay.columns(),
+                "tok_s_per_replica": res.choice["tok_s_per_replica"] if res.choice else np.nan,
+                "replicas": res.choice["replicas"] if res.choice else np.nan,
+                "passed_over": why,
+            }
+        )
+        results.append((why, res))
+    usable = [i for i, (why, _) in enumerate(results) if not why]
+    pick = max(usable, key=lambda i: results[i][1].choice["tok_s_per_replica"], default=0)
+    table = pd.DataFrame(rows)
+    table["chosen"] = np.arange(len(table)) == pick
+    return replace(results[pick][1], layouts=table)
+
+
+def _size_grid(
+    grid: pd.DataFrame,
+    *,
+    slo_tpot_ms: float | None,
+    slo_tok_s_per_user: float | None,
+    demand_tok_s: float,
+    layout: str = "",
+) -> SizingResult:
+    """`size` on a priced grid; `layout` the label of the layout it was priced in."""
     tpot = grid["spec_tpot_ms"].to_numpy()
     per_user = 1e3 / tpot
     meets = np.ones(len(grid), dtype=bool)
@@ -147,6 +238,7 @@ def size(
             "gpus": int(replicas) * gpus,
             "monthly_cost_usd": monthly,
             "cost_per_mtok": float(row["cost_per_mtok_spec"]),
+            "layout": layout,
         }
 
     return SizingResult(
@@ -156,6 +248,7 @@ def size(
         max_batch_under_slo=max_batch,
         choice=cheapest(np.ones(len(grid), dtype=bool)),
         baseline_choice=cheapest(k_col == 0),
+        layout=layout,
     )
 
 
