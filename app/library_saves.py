@@ -39,7 +39,8 @@ SCENARIO_KEYS = tuple(
 the app-owned parameters (`pos`, `profile`)."""
 PAGE_PATHS = {"roi": "/", "sizer": "/sizer", "reports": "/reports", "profiles": "/profiles"}
 TEXT_COLUMNS = (
-    "target", "method", "draft", "gpu", "weight_dtype", "kv_dtype", "acceptance_per_position",
+    "target", "method", "draft", "gpu", "engine", "weight_dtype", "kv_dtype",
+    "acceptance_per_position",
 )  # fmt: skip
 """A report table's text columns (the rest are numbers)."""
 

@@ -14,6 +14,7 @@ from app.operating_point import DEFAULT_MAX_MODEL_LEN, DEFAULT_UTIL, operating_p
 from app.operating_point import carried as _carried
 from simulator.errors import InputError
 from simulator.inputs.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
+from simulator.kernels.tables import ENGINE_CHOICES
 from simulator.model.predict import CANNOT_RUN_REASONS, status_reasons
 from simulator.planning import launch
 from simulator.planning.preflight import K_MAX_SENSIBLE
@@ -37,11 +38,13 @@ EDITOR_COLUMNS = (
     "draft",
     "gpu",
     "num_gpus",
+    "engine",
     "weight_dtype",
     "kv_dtype",
     "k",
     "acceptance_rate",
     "acceptance_per_position",
+    "temperature",
     "batch_size",
     "prompt_len",
     "output_len",
@@ -108,9 +111,12 @@ def _prefill() -> pd.DataFrame:
     df.loc[df["method"] == "none", ["acceptance_rate", "acceptance_per_position"]] = np.nan
     df["gpu_memory_utilization"] = util
     df["requests_per_day"] = scenario.requests_per_day
+    # The sidebar's engine and temperature price every row, as on the ROI page.
+    df["engine"] = scenario.engine
+    df["temperature"] = float(scenario.temperature)
     for col in ("draft", "acceptance_per_position"):
         df[col] = df[col].astype(object).fillna("").astype(str)
-    for col in ("acceptance_rate", "gpu_hourly_usd"):
+    for col in ("acceptance_rate", "gpu_hourly_usd", "temperature"):
         df[col] = df[col].astype(float)
     return df[list(EDITOR_COLUMNS)].reset_index(drop=True)
 
@@ -153,6 +159,11 @@ config = {
     "draft": st.column_config.SelectboxColumn("draft", options=["", *models]),
     "gpu": st.column_config.SelectboxColumn("gpu", options=list(gpus), required=True),
     "num_gpus": st.column_config.NumberColumn("GPUs", min_value=1, max_value=64, step=1),
+    "engine": st.column_config.SelectboxColumn(
+        "engine",
+        options=list(ENGINE_CHOICES),
+        help="its kernel tables and host costs price the row; the launch config is its",
+    ),
     "weight_dtype": st.column_config.SelectboxColumn("weights", options=list(WEIGHT_DTYPES)),
     "kv_dtype": st.column_config.SelectboxColumn("KV", options=list(KV_DTYPES)),
     "k": st.column_config.NumberColumn("K", min_value=0, max_value=16, step=1),
@@ -163,6 +174,13 @@ config = {
         "per-position",
         help="p1;p2;... instead of α (leave α empty then); the CSV holds every position",
         width="small",
+    ),
+    "temperature": st.column_config.NumberColumn(
+        "temperature",
+        min_value=0.0,
+        max_value=100.0,
+        step=0.1,
+        help="sampling temperature; above 0 each step pays the rejection sampler",
     ),
     "batch_size": st.column_config.NumberColumn("batch", min_value=1, step=1),
     "prompt_len": st.column_config.NumberColumn("prompt", min_value=0, step=1),
@@ -284,12 +302,25 @@ for i, r in enumerate(report.to_dict("records"), start=1):
         "draft": models.get(r["draft"]) if r["method"] == "draft_model" else None,
         "kv_dtype": str(r["kv_dtype"]),
     }
+    engine = str(r.get("engine") or "vllm")
+    # TensorRT-LLM's KV fraction is of the memory left after the weights: the plan's pool
+    # caps it (launch.trtllm_command); the other engines ignore it.
+    kv_tokens = float(
+        r["kv_capacity_tokens_spec" if r["method"] != "none" else "kv_capacity_tokens_baseline"]
+    )
     configs.append(
         launch_config_text(
             title=f"row {i}: {r['target']} on {int(r['num_gpus'])} x {r['gpu']}, "
-            f"{r['method']} K={int(r['k'])}, batch {int(r['batch_size'])}",
-            vllm=launch.vllm_command(**common, weight_dtype=str(r["weight_dtype"])),
-            sglang=launch.sglang_command(**common),
+            f"{r['method']} K={int(r['k'])}, batch {int(r['batch_size'])}, engine {engine}",
+            engine=engine,
+            command=launch.engine_command(
+                engine,
+                **common,
+                weight_dtype=str(r["weight_dtype"]),
+                kv_cache_tokens=int(kv_tokens)
+                if np.isfinite(kv_tokens) and kv_tokens > 0
+                else None,
+            ),
             cannot_run="; ".join(
                 reason
                 for reason in status_reasons(str(r["status"]))

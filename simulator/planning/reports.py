@@ -252,25 +252,41 @@ def read_report_csv(text: str) -> pd.DataFrame:
     return df
 
 
+ENGINE_LABELS = {
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "trtllm": "TensorRT-LLM",
+    "other": "vLLM (the reference form: engine 'other' has no launch flags of its own)",
+}
+"""Section heading of each `engine` column value's launch command."""
+
+
 def launch_config_text(
     *,
     title: str,
-    vllm: str,
-    sglang: str,
+    vllm: str = "",
+    sglang: str = "",
+    engine: str = "",
+    command: str = "",
     vllm_schedule: list[list[int]] | None = None,
     trtllm_schedule: dict[int, int] | None = None,
     cannot_run: str | None = None,
 ) -> str:
     """A launch configuration file: a comment line per section, then the command or the
-    JSON value to paste, so that each section can be copied as it stands. `cannot_run`,
-    the status of a row that cannot run, replaces the commands with that reason: an
-    engine would refuse them or fail at start-up."""
+    JSON value to paste, so that each section can be copied as it stands. With `engine`
+    and `command` (`simulator.planning.launch.engine_command`'s) it holds that engine's
+    command alone, the one the row was priced for; otherwise the `vllm` and `sglang` pair.
+    `cannot_run`, the status of a row that cannot run, replaces the commands with that
+    reason: an engine would refuse them or fail at start-up."""
     if cannot_run:
         return "\n".join(
             [f"# SpecPlan launch configuration: {title}", f"# No command: {cannot_run}.", ""]
         )
-    parts = [f"# SpecPlan launch configuration: {title}", "", "# vLLM", vllm, "", "# SGLang"]
-    parts += [sglang, ""]
+    parts = [f"# SpecPlan launch configuration: {title}", ""]
+    if engine:
+        parts += [f"# {ENGINE_LABELS.get(engine, engine)}", command, ""]
+    else:
+        parts += ["# vLLM", vllm, "", "# SGLang", sglang, ""]
     if vllm_schedule:
         parts += [
             "# vLLM speculative_config.num_speculative_tokens_per_batch_size "

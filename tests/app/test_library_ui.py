@@ -180,3 +180,24 @@ def test_a_library_that_stops_answering_mid_session(app, db, monkeypatch, profil
         at.switch_page(f"views/{page}.py").run()
         assert not at.exception, [e.value for e in at.exception]
         assert any("The library did not answer" in w.value for w in at.warning)
+
+
+def test_a_saved_report_keeps_its_engine_and_temperature(app, db):
+    """Issue 34, wrong answer 1: a saved report said engine=vllm where SGLang was chosen.
+    The rows keep the sidebar's engine and temperature, and reopen priced with them."""
+
+    from library.kinds import load_report
+
+    query = {"target": "llama-3.3-70b", "method": "eagle3", "gpu": "h100-sxm", "num_gpus": "4"}
+    at = app("reports", query={**query, "engine": "sglang", "temperature": "0.7"})
+    shown = _table(at, "speedup [x]")
+    at.text_input(key="report_save_name").set_value("sglang plan").run()
+    at.button(key="report_save").click().run()
+    rows, outputs, _ = load_report(open_library(db), "sglang plan")
+    assert rows["engine"].tolist() == ["sglang"] * len(rows)
+    assert rows["temperature"].tolist() == [0.7] * len(rows)
+    assert outputs["engine"].tolist() == ["sglang"] * len(rows)
+    # Reopened in a session whose sidebar says vLLM: the saved rows' engine, not the sidebar's.
+    again = app("reports", query={"report": "sglang plan"})
+    assert again.data_editor[0].value["engine"].tolist() == ["sglang"] * len(rows)
+    assert _table(again, "speedup [x]").equals(shown)

@@ -225,12 +225,13 @@ def test_edits_survive_a_visit_to_another_page(app):
 
 def test_a_row_that_cannot_run_gets_its_reason_not_a_launch_command(app):
     """Llama 3.3 70B on one L4 (24 GB): the launch config held a vLLM command that fails at
-    start-up; the row's section now says why there is none. The row that runs keeps its."""
+    start-up; the row's section now says why there is none. The row that runs keeps its,
+    the sidebar's engine's (vLLM by default; issue 34)."""
     at = app("reports")
     _edit(at, edited={1: {"gpu": "l4", "num_gpus": 1}})
     sections = at.session_state["report_launch_config"].split("# SpecPlan launch configuration: ")
     row1, row2 = sections[1], sections[2]
-    assert "vllm serve" in row1 and "python -m sglang" in row1
+    assert "vllm serve" in row1 and "python -m sglang" not in row1
     assert "vllm serve" not in row2 and "sglang" not in row2
     assert "# No command: cannot run: the target's weights and reserves exceed" in row2
 
@@ -366,3 +367,39 @@ def test_money_columns_read_as_dollars_like_their_ranges(app):
     config = json.loads(grid.proto.columns)
     for column in ("$/month", "saving $/month"):
         assert config[column]["type_config"]["format"] == "dollar", column
+
+
+ISSUE_34 = {
+    "target": "llama-3.3-70b",
+    "method": "eagle3",
+    "gpu": "h100-sxm",
+    "num_gpus": "4",
+    "batch_size": "32",
+    "k": "3",
+}
+
+
+@pytest.mark.parametrize("engine", ["sglang", "trtllm"])
+def test_reports_follow_the_sidebars_engine_and_temperature_as_roi_does(app, engine):
+    """Issue 34, wrong answer 1: with SGLang chosen ROI said 1.65x and 6 -> 4 replicas for
+    Llama-3.3-70B + EAGLE-3 on 4x H100 at batch 32; Reports, its CSV and a saved report
+    said 1.91x and 5 -> 3 with engine=vllm. The editor, the CSV and the launch config now
+    carry the sidebar's engine and temperature."""
+    query = {**ISSUE_34, "engine": engine, "temperature": "0.7"}
+    roi = app("roi", query=query).session_state["roi_row"]
+    at = app("reports", query=query)
+    table = at.data_editor[0].value
+    assert table["engine"].tolist() == [engine] * len(table)
+    assert table["temperature"].tolist() == [0.7] * len(table)
+    csv = read_report_csv(at.session_state["report_csv"])
+    assert csv["engine"].tolist() == [engine] * len(csv)
+    spec = csv[(csv["k"] == 3) & (csv["batch_size"] == 32)].iloc[0]
+    assert spec["speedup"] == pytest.approx(roi["speedup"], rel=1e-9)
+    assert spec["replicas_spec"] == roi["replicas_spec"]
+    assert spec["replicas_baseline"] == roi["replicas_baseline"]
+    launch = at.session_state["report_launch_config"]
+    if engine == "sglang":
+        assert "python -m sglang.launch_server" in launch and "vllm serve" not in launch
+    else:
+        assert "trtllm-serve" in launch and "speculative_config:" in launch
+        assert "decoding_type: Eagle3" in launch and "vllm serve" not in launch

@@ -22,11 +22,12 @@ from hypothesis import strategies as st
 from app.views.reports import EDITOR_COLUMNS
 from simulator.inputs.catalog import default_gpus, default_models
 from simulator.inputs.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
+from simulator.kernels.tables import ENGINE_CHOICES
 from simulator.planning.reports import read_report_csv
 from tests.fuzz.harness import NASTY_NUMBERS, NASTY_TEXT, run_case
 from tests.fuzz.test_fuzz_pages import PAGE_FUZZ, _open
 
-TEXT_COLUMNS = ("target", "method", "draft", "gpu", "weight_dtype", "kv_dtype")
+TEXT_COLUMNS = ("target", "method", "draft", "gpu", "engine", "weight_dtype", "kv_dtype")
 TEXT_COLUMNS += ("acceptance_per_position",)
 NUMBER_COLUMNS = tuple(c for c in EDITOR_COLUMNS if c not in TEXT_COLUMNS)
 DOUBLES = sorted(
@@ -48,11 +49,13 @@ PLAUSIBLE = {
     "draft": st.sampled_from(["", *sorted(default_models())]),
     "gpu": st.sampled_from(sorted(default_gpus())),
     "num_gpus": st.sampled_from([1, 2, 4, 8]),
+    "engine": st.sampled_from(ENGINE_CHOICES),
     "weight_dtype": st.sampled_from(WEIGHT_DTYPES),
     "kv_dtype": st.sampled_from(KV_DTYPES),
     "k": st.integers(0, 16),
     "acceptance_rate": st.floats(0, 1),
     "acceptance_per_position": st.sampled_from(["", "0.9;0.8;0.7", "0.5"]),
+    "temperature": st.floats(0, 100),
     "batch_size": st.integers(1, 4096),
     "prompt_len": st.integers(0, 200_000),
     "output_len": st.integers(1, 100_000),
