@@ -9,12 +9,15 @@ import pytest
 
 from simulator import predict
 from simulator.inputs.catalog import default_models
+from simulator.planning import layouts
 from simulator.planning.launch import (
+    engine_command,
     sglang_command,
     trtllm_draft_len_schedule,
     vllm_command,
     vllm_schedule,
 )
+from simulator.planning.layouts import Layout
 from simulator.planning.preflight import checklist
 from simulator.planning.sizer import schedule_ranges, size
 
@@ -272,3 +275,143 @@ def test_trtllm_launch_caps_its_kv_pool_at_the_planned_tokens():
     assert sorted(line.strip() for line in block) == ["dtype: fp8", "max_tokens: 412345"]
     for engine in ("vllm", "sglang"):  # their fraction is of the whole GPU, as planned
         assert "412345" not in engine_command(engine, **common)
+
+
+# ---------------------------------------------------------------------------- layouts
+DSV3_ROW = dict(
+    target="deepseek-v3",
+    gpu="h200",
+    engine="sglang",
+    num_gpus=8,
+    method="none",
+    prompt_len=1024,
+    output_len=128,
+)
+
+
+def _launch(engine, target, layout=None, nodes=1, **over):
+    kw = dict(
+        target=default_models()[target],
+        method="none",
+        k=0,
+        num_gpus=8,
+        gpu_memory_utilization=0.9,
+        max_model_len=4096,
+        max_num_seqs=64,
+        kv_dtype="bf16",
+        weight_dtype="bf16",
+        layout=layout,
+        nodes=nodes,
+        **over,
+    )
+    if engine == "trtllm":
+        kw["kv_cache_tokens"] = 80_000
+    return engine_command(engine, **kw)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_a_dense_rows_command_is_the_same_with_its_plain_tp_layout(engine):
+    """A dense row's plain TP writes the command it wrote before layouts (no new flag)."""
+    assert _launch(engine, "llama-3.3-70b", Layout(8)) == _launch(engine, "llama-3.3-70b")
+    for flag in ("--enable-expert-parallel", "--data-parallel-size", "--ep-size", "--dp"):
+        assert flag not in shlex.split(_launch(engine, "llama-3.3-70b").splitlines()[-1])
+
+
+def test_vllm_carries_attention_dp_and_expert_parallel():
+    """vLLM's data- and expert-parallel deployment docs: TP1 DP8 EP8 is
+    `--tensor-parallel-size 1 --data-parallel-size 8 --enable-expert-parallel`, and each DP
+    rank schedules its own batch, so --max-num-seqs is the plan's 64 over 8 ranks."""
+    cmd = _launch("vllm", "deepseek-v3", Layout(1, 8, moe_ep_size=8))
+    args = shlex.split(cmd.splitlines()[-1])
+    assert args[args.index("--tensor-parallel-size") + 1] == "1"
+    assert args[args.index("--data-parallel-size") + 1] == "8"
+    assert "--enable-expert-parallel" in args
+    assert args[args.index("--max-num-seqs") + 1] == "8"
+    tp_ep = shlex.split(_launch("vllm", "deepseek-v3", Layout(8, moe_ep_size=8)))
+    assert tp_ep[tp_ep.index("--tensor-parallel-size") + 1] == "8"
+    assert "--enable-expert-parallel" in tp_ep and "--data-parallel-size" not in tp_ep
+
+
+def test_sglang_carries_dp_attention_and_ep_size():
+    """SGLang's server arguments: --tp is every GPU of the replica, --dp with
+    --enable-dp-attention splits attention, --ep-size spreads the experts; a replica over
+    two hosts adds --nnodes and --node-rank."""
+    cmd = _launch("sglang", "deepseek-v3", Layout(2, 4, moe_ep_size=8), nodes=2)
+    args = shlex.split(cmd.splitlines()[-1])
+    assert args[args.index("--tp") + 1] == "8"
+    assert args[args.index("--dp") + 1] == "4"
+    assert "--enable-dp-attention" in args
+    assert args[args.index("--ep-size") + 1] == "8"
+    assert args[args.index("--nnodes") + 1] == "2"
+    assert args[args.index("--max-running-requests") + 1] == "64"  # the replica's, split
+
+
+def test_trtllm_carries_attention_dp_and_moe_sizes_in_its_yaml():
+    """TensorRT-LLM's parallel-strategy docs: `enable_attention_dp`, and
+    moe_expert_parallel_size x moe_tensor_parallel_size = tensor_parallel_size; its batch
+    and KV pool are per attention-DP rank."""
+    cmd = _launch("trtllm", "deepseek-v3", Layout(1, 8, moe_ep_size=8))
+    body = cmd.split("<<'EOF'\n")[1].split("\nEOF")[0]
+    assert "enable_attention_dp: true" in body
+    assert "moe_expert_parallel_size: 8" in body
+    assert "moe_tensor_parallel_size: 1" in body
+    assert "max_tokens: 10000" in body  # 80,000 planned tokens over 8 ranks
+    args = shlex.split(cmd.splitlines()[-1])
+    assert args[args.index("--tp_size") + 1] == "8"
+    assert args[args.index("--max_batch_size") + 1] == "8"
+    hybrid = _launch("trtllm", "deepseek-v3", Layout(8, moe_tp_size=2, moe_ep_size=4))
+    assert "moe_expert_parallel_size: 4" in hybrid and "moe_tensor_parallel_size: 2" in hybrid
+    assert "enable_attention_dp" not in hybrid
+
+
+def test_a_layout_of_other_gpus_than_the_command_is_refused():
+    with pytest.raises(ValueError, match="TP4"):
+        _launch("vllm", "deepseek-v3", Layout(4))
+
+
+def test_layouts_span_moe_targets_and_leave_dense_ones_at_tp():
+    """8 GPUs: an MoE target gets attention DP 1, 2, 4, 8 each with EP 1 or 8 (TensorRT-LLM,
+    whose attention DP spans every GPU: DP 1 or 8); a dense one TP8 alone."""
+    models = default_models()
+    moe = layouts.span(8, models["deepseek-v3"], "sglang")
+    assert [x.describe() for x in moe[:3]] == ["TP8", "TP8 EP8", "TP4 DP2"]
+    assert len(moe) == 8 and all(x.num_gpus == 8 for x in moe)
+    assert all(x.moe_tp_size * x.moe_ep_size == 8 for x in moe)
+    assert len(layouts.span(8, models["deepseek-v3"], "trtllm")) == 4
+    assert layouts.span(8, models["llama-3.3-70b"], "sglang") == (Layout(8),)
+    assert layouts.span(1, models["deepseek-v3"], "vllm") == (Layout(1),)
+
+
+def test_layout_problems_name_the_engine_or_the_target():
+    models = default_models()
+    dense, moe = models["llama-3.3-70b"], models["deepseek-v3"]
+    assert "has none" in layouts.problem(Layout(8, moe_ep_size=8), dense, "vllm")
+    assert "dense" in layouts.problem(Layout(1, 8), dense, "sglang")
+    assert "TP1 DP8" in layouts.problem(Layout(2, 4), moe, "trtllm")
+    assert "EP8" in layouts.problem(Layout(8, moe_tp_size=2, moe_ep_size=4), moe, "vllm")
+    assert layouts.problem(Layout(2, 4, moe_ep_size=8), moe, "sglang") == ""
+
+
+def test_hosts_per_replica_follow_aiconfigurators_system_files():
+    """h200_sxm.yaml and gb200.yaml: num_gpus_per_node 8 and 4."""
+    assert layouts.get_nodes("h200", 8) == 1
+    assert layouts.get_nodes("h200", 16) == 2
+    assert layouts.get_nodes("gb200", 8) == 2
+    assert layouts.get_nodes("mi300x", 8) == 1
+
+
+def test_the_sizer_chooses_an_moe_targets_layout_and_says_which():
+    """No layout in the row: each of the GPU count's corners is sized and the one serving
+    the most tokens/s per replica is kept; a row's own layout is taken as given."""
+    result = size(DSV3_ROW, k_max=0, demand_tok_s=20_000.0, slo_tpot_ms=100.0)
+    tried = result.layouts
+    assert list(tried["layout"]) == ["TP8", "TP8 EP8", "TP1 DP8", "TP1 DP8 EP8"]
+    chosen = tried[tried["chosen"]].iloc[0]
+    assert result.layout == chosen["layout"] == result.choice["layout"]
+    usable = tried[tried["passed_over"] == ""]
+    assert chosen["tok_s_per_replica"] == usable["tok_s_per_replica"].max()
+    assert result.choice["tok_s_per_replica"] == pytest.approx(chosen["tok_s_per_replica"])
+    given = size({**DSV3_ROW, "tp_size": 8, "moe_ep_size": 8}, k_max=0, demand_tok_s=20_000.0)
+    assert given.layouts is None and given.layout == "TP8 EP8"
+    dense = size(BASE, k_max=0)
+    assert dense.layouts is None and dense.layout == ""
