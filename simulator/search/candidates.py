@@ -1,7 +1,13 @@
-"""The candidate deployments a specification names: every combination of model, GPU, TP,
-engine, method (with its draft and acceptance), K (or K per batch size), `max_num_seqs`
-and weight and KV dtypes. Method none takes no K, so it contributes one candidate per
-deployment, whatever the K list.
+"""The candidate deployments a specification names: every combination of model, GPU,
+GPU count and its layouts, engine, method (with its draft and acceptance), K (or K per
+batch size), `max_num_seqs` and weight and KV dtypes. Method none takes no K, so it
+contributes one candidate per deployment, whatever the K list.
+
+Each GPU count of `candidates.tp` brings the layouts its target can run on the engine
+(`simulator.planning.layouts.span`: plain TP for a dense target, TP x attention DP x EP for
+an MoE one); pinned `candidates.layouts` replace that span, and `screen` drops a pinned
+layout the engine or target cannot run. A dense target's plain TP row gives only num_gpus,
+as before layouts; an MoE or MLA target's row gives all four layout columns.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from dataclasses import dataclass
 
 from simulator.errors import InputError
 from simulator.inputs import scenarios
+from simulator.inputs.catalog import default_models
+from simulator.planning import layouts
 from simulator.search.spec import MAX_CANDIDATES, PER_BATCH, SearchSpec
 
 
@@ -33,6 +41,11 @@ class Candidate:
         return dict(self.scenario)
 
     @property
+    def layout(self) -> layouts.Layout:
+        """The replica's layout (plain TP over num_gpus where the row gives none)."""
+        return layouts.from_row(self.row) or layouts.Layout(int(self.row["num_gpus"]))
+
+    @property
     def speculative(self) -> bool:
         return self.row["method"] != "none"
 
@@ -42,7 +55,8 @@ class Candidate:
         k = "" if not self.speculative else (" K per batch" if self.per_batch else f" K={r['k']}")
         dtypes = f"{r.get('weight_dtype') or 'default'}/{r['kv_dtype']}"
         return (
-            f"{r['target']} on {r['num_gpus']}x {r['gpu']} ({self.engine}, {dtypes}, "
+            f"{r['target']} on {r['num_gpus']}x {r['gpu']} {self.layout.describe()} "
+            f"({self.engine}, {dtypes}, "
             f"max_num_seqs {self.max_num_seqs}), {what}{k}"
         )
 
@@ -52,21 +66,25 @@ def expand(spec: SearchSpec) -> list[Candidate]:
     c = spec.candidates
     out: list[Candidate] = []
     engine_column = "engine" in scenarios.INPUT_COLUMNS
+    models = default_models()
     grid = itertools.product(
         spec.models,
         c.gpus,
-        c.tp,
+        c.tp or (None,),
         c.engines,
-        c.methods,
-        c.max_num_seqs,
-        c.weight_dtypes,
-        c.kv_dtypes,
     )
-    for target, gpu, tp, engine, method, seqs, wdtype, kvdtype in grid:
+    deployments = (
+        (target, gpu, engine, lay, *rest)
+        for target, gpu, tp, engine in grid
+        for lay in _layouts(spec, models[target], tp, engine)
+        for rest in itertools.product(c.methods, c.max_num_seqs, c.weight_dtypes, c.kv_dtypes)
+    )
+    for target, gpu, engine, lay, method, seqs, wdtype, kvdtype in deployments:
+        plain = lay.plain_tp and not layouts.has_layouts(models[target])
         base = {
             "target": target,
             "gpu": gpu,
-            "num_gpus": int(tp),
+            **({"num_gpus": lay.num_gpus} if plain else lay.columns()),
             "kv_dtype": kvdtype,
             "prompt_len": spec.traffic.prompt.mean,
             "output_len": spec.traffic.output.mean,
@@ -96,3 +114,10 @@ def expand(spec: SearchSpec) -> list[Candidate]:
                     field="candidates",
                 )
     return out
+
+
+def _layouts(spec: SearchSpec, target, tp: int | None, engine: str) -> tuple:
+    """The layouts tried for one target, GPU count and engine: the pinned ones, or the span."""
+    if tp is None:
+        return spec.candidates.layouts
+    return layouts.span(int(tp), target, engine)

@@ -68,8 +68,8 @@ def _line(row: dict, done: int, total: int) -> str:
         what = row["status"]
     k = f" K={row['k']}" if row["method"] != "none" else ""
     return (
-        f"[{done}/{total}] #{row['id']} {row['tp']}x {row['gpu']} {row['method']}{k} "
-        f"seqs {row['max_num_seqs']}: {what}"
+        f"[{done}/{total}] #{row['id']} {row['tp']}x {row['gpu']} {row['layout']} "
+        f"{row['method']}{k} seqs {row['max_num_seqs']}: {what}"
     )
 
 
@@ -105,7 +105,8 @@ def cmd_search(args) -> int:
         return EXIT_INFEASIBLE
     best = result.optimum
     _log(
-        f"optimum: #{best['id']} {best['tp']}x {best['gpu']} {best['method']} K={best['k']}: "
+        f"optimum: #{best['id']} {best['tp']}x {best['gpu']} {best['layout']} "
+        f"{best['method']} K={best['k']}: "
         f"${best['cost_per_mtok_usd']:.3f} per 1M tokens at {best['max_rate_rps']:.2f} req/s "
         f"per replica, {int(best['replicas'])} replica(s) for {spec.traffic.rate_max:g} req/s"
     )

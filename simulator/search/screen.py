@@ -29,9 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from simulator.inputs.catalog import default_models
 from simulator.model.defaults import DEFAULTS
 from simulator.model.predict import WINDOW_REASONS, predict, status_reasons
-from simulator.planning import sizer
+from simulator.planning import layouts, sizer
 from simulator.search.candidates import Candidate
 from simulator.search.spec import SearchSpec
 from simulator.serving import engine as serving
@@ -138,6 +139,7 @@ def _price_arms(arms: dict[str, tuple[dict, int]], output_mean: float) -> dict[s
             if not (np.isfinite(tok_s) and tok_s > 0):
                 tok_s = seqs * (k + 1) * 1e3 / step1
             out[key] = {
+                "latency_source": str(one["latency_source"].iloc[i]),
                 "status": status,
                 "tpot_floor_ms": step1 / (k + 1),
                 "ceiling_rps": tok_s / output_mean,
@@ -204,7 +206,11 @@ def _bound(spec, c: Candidate, base_key, keys, ranges, fixed, priced) -> Screene
     hourly = float(row["gpu_hourly_usd"]) * int(row["num_gpus"])
     tokens = arm.ceiling_rps * spec.traffic.output.mean
     cost_lb = hourly * 1e6 / (tokens * 3600) if tokens > 0 else math.inf
-    dropped = why_not or _why_dropped(spec, arm, int(row["num_gpus"]))
+    dropped = (
+        why_not
+        or _layout_problem(c, priced[base_key]["latency_source"])
+        or _why_dropped(spec, arm, int(row["num_gpus"]))
+    )
     return Screened(
         candidate=c,
         spec=arm,
@@ -213,6 +219,22 @@ def _bound(spec, c: Candidate, base_key, keys, ranges, fixed, priced) -> Screene
         tok_s_gpu_ub=tokens / int(row["num_gpus"]),
         tok_s_user_ub=1e3 / arm.tpot_floor_ms,
         dropped=dropped,
+    )
+
+
+def _layout_problem(c: Candidate, latency_source: str) -> str:
+    """Why a candidate's layout is no candidate ('' where it is): the engine or target cannot
+    run it, or it is priced on the roofline, which prices every layout as plain TP (so the
+    plain-TP candidate beside it already stands for it)."""
+    lay = c.layout
+    if lay.plain_tp:
+        return ""
+    why = layouts.problem(lay, default_models()[c.row["target"]], c.engine)
+    if why or layouts.priced_by_layout(latency_source):
+        return why
+    return (
+        f"cannot run: layout {lay.describe()} is priced only from the kernel tables "
+        f"(aiconfigurator-core's engine), which do not cover this row ({latency_source})"
     )
 
 

@@ -18,6 +18,7 @@ from simulator.inputs import scenarios
 from simulator.inputs.catalog import default_gpus, default_models
 from simulator.inputs.scenarios import ACCEPTANCE_COLUMNS, K_LIMIT
 from simulator.inputs.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
+from simulator.planning.layouts import LAYOUT_COLUMNS, Layout
 from simulator.serving import engine as serving
 
 PER_BATCH = "per batch"
@@ -117,6 +118,9 @@ class Candidates:
     weight_dtypes: tuple[str | None, ...]
     kv_dtypes: tuple[str, ...]
     max_gpus: int | None
+    layouts: tuple[Layout, ...] = ()
+    """Pinned layouts (each with its GPU count) in place of `tp`'s GPU counts, whose
+    layouts the search spans (`simulator.planning.layouts.span`)."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +172,11 @@ _CANDIDATES = (
     "weight_dtypes",
     "kv_dtypes",
     "max_gpus",
+    "layouts",
 )
+LAYOUT_LIMIT = 64
+"""Largest degree of a pinned layout (as `tp`'s): a replica of more GPUs than any engine's
+published deployment of one model."""
 _METHOD = ("method", "draft", *ACCEPTANCE_COLUMNS, "medusa_heads", "mtp_depth")
 _SIMULATION = ("requests", "seed", "acceptance_spread", "iterations", "window", "keep")
 KEEP = ("fronts", "optimum")
@@ -371,7 +379,14 @@ def _float(x):
 
 
 def _candidates(r: _Reader, value) -> Candidates:
-    m = r.mapping(value, "candidates", _CANDIDATES, required=("gpus", "tp", "methods"))
+    m = r.mapping(value, "candidates", _CANDIDATES, required=("gpus", "methods"))
+    if m.get("layouts") is not None and m.get("tp") is not None:
+        r.fail(
+            "candidates.layouts",
+            "give tp (GPU counts: the search spans their layouts) or layouts (pinned), not both",
+        )
+    if m.get("layouts") is None and m.get("tp") is None:
+        r.fail("candidates.tp", "is required (GPUs per replica), or give candidates.layouts")
     gpus = default_gpus()
     engines_known = "engine" in scenarios.INPUT_COLUMNS
     engines = []
@@ -398,9 +413,17 @@ def _candidates(r: _Reader, value) -> Candidates:
         gpus=_unique(
             r.choice(g, "candidates.gpus", gpus) for g in r.items(m["gpus"], "candidates.gpus")
         ),
-        tp=_unique(
+        tp=()
+        if m.get("tp") is None
+        else _unique(
             r.number(t, "candidates.tp", 1, 64, whole=True)
             for t in r.items(m["tp"], "candidates.tp")
+        ),
+        layouts=()
+        if m.get("layouts") is None
+        else _unique(
+            _layout(r, x, f"candidates.layouts[{i}]")
+            for i, x in enumerate(r.items(m["layouts"], "candidates.layouts"))
         ),
         engines=_unique(engines),
         methods=_unique(
@@ -421,6 +444,34 @@ def _candidates(r: _Reader, value) -> Candidates:
         if max_gpus is None
         else r.number(max_gpus, "candidates.max_gpus", 1, 1e6, True),
     )
+
+
+def _layout(r: _Reader, value, path: str) -> Layout:
+    """One pinned layout: tp_size (required), attention_dp_size and moe_ep_size (default 1),
+    moe_tp_size (default the GPUs / moe_ep_size); GPUs = tp_size x attention_dp_size =
+    moe_tp_size x moe_ep_size."""
+    for key in value if isinstance(value, dict) else ():
+        if key not in LAYOUT_COLUMNS:
+            # difflib would offer tp_size for ep_size: name all four instead.
+            r.fail(_join(path, key), f"unknown field; a layout has {', '.join(LAYOUT_COLUMNS)}")
+    m = r.mapping(value, path, LAYOUT_COLUMNS, required=("tp_size",))
+    tp, dp, ep = (
+        r.number(m.get(c, 1), _join(path, c), 1, LAYOUT_LIMIT, whole=True)
+        for c in ("tp_size", "attention_dp_size", "moe_ep_size")
+    )
+    gpus = tp * dp
+    if gpus % ep:
+        r.fail(_join(path, "moe_ep_size"), f"{ep} does not divide the layout's {gpus} GPUs")
+    moe_tp = m.get("moe_tp_size")
+    if moe_tp is not None:
+        moe_tp = r.number(moe_tp, _join(path, "moe_tp_size"), 1, LAYOUT_LIMIT, whole=True)
+        if moe_tp * ep != gpus:
+            r.fail(
+                _join(path, "moe_tp_size"),
+                f"{moe_tp} x moe_ep_size {ep} is not the layout's {gpus} GPUs "
+                f"(tp_size x attention_dp_size); {gpus // ep} would be",
+            )
+    return Layout(tp, dp, moe_tp, ep)
 
 
 def _unique(values) -> tuple:

@@ -1,6 +1,8 @@
 """The result table: one row per confirmed candidate, its Pareto fronts and launch command.
 
-Units in the names: rates in requests/s per replica, times in ms, costs in USD per million
+`tp` is the replica's GPUs, `layout` how they are split ('TP8', 'TP1 DP8 EP8':
+`simulator.planning.layouts`), `nodes` the hosts one replica spans. Units in the names:
+rates in requests/s per replica, times in ms, costs in USD per million
 output tokens (at the max rate at SLO, where the replica is as busy as the SLO allows),
 hourly cost in USD for the replicas the peak demand needs. `tok_s_per_user` is 1000 / P50
 TPOT; `concurrency_at_max_rate` the requests in flight by Little's law, rate x (P50 TTFT +
@@ -20,7 +22,7 @@ from simulator.inputs.catalog import default_models
 from simulator.inputs.scenarios import ACCEPTANCE_COLUMNS
 from simulator.model.defaults import DEFAULTS
 from simulator.model.predict import predict
-from simulator.planning import launch
+from simulator.planning import launch, layouts
 from simulator.search.confirm import ArmResult
 from simulator.search.screen import Screened
 from simulator.search.spec import SearchSpec
@@ -31,6 +33,8 @@ COLUMNS = (
     "target",
     "gpu",
     "tp",
+    "layout",
+    "nodes",
     "engine",
     "method",
     "draft",
@@ -80,6 +84,8 @@ def row(spec: SearchSpec, s: Screened, arm: ArmResult, base: ArmResult) -> dict:
         "target": r["target"],
         "gpu": r["gpu"],
         "tp": tp,
+        "layout": c.layout.describe(),
+        "nodes": layouts.get_nodes(r["gpu"], tp),
         "engine": c.engine,
         "method": r["method"],
         "draft": r.get("draft", "") or "",
@@ -150,15 +156,16 @@ def launch_command(c, ranges, spec: SearchSpec) -> str:
         draft=draft,
         kv_dtype=r["kv_dtype"],
     )
-    full = dict(kw, weight_dtype=r.get("weight_dtype") or "bf16", ranges=list(ranges) or None)
+    full = dict(
+        kw,
+        weight_dtype=r.get("weight_dtype") or "bf16",
+        ranges=list(ranges) or None,
+        layout=c.layout,
+        nodes=layouts.get_nodes(r["gpu"], int(r["num_gpus"])),
+    )
     if c.engine == "trtllm":
         full["kv_cache_tokens"] = kv_cache_tokens(c, k)
-    engine_command = getattr(launch, "engine_command", None)
-    if engine_command is not None:  # the launch module that knows every engine's flags
-        return engine_command(c.engine, **full)
-    if c.engine == "sglang":
-        return launch.sglang_command(**kw)
-    return launch.vllm_command(**full)
+    return launch.engine_command(c.engine, **full)
 
 
 def kv_cache_tokens(c, k: int) -> int | None:

@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import math
 import os
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -469,3 +470,151 @@ def test_a_trtllm_launch_caps_the_kv_pool_at_the_capacity_the_search_sized():
     want = predict(pd.DataFrame([arm_scenario(c.row, True)]), defaults=defaults)
     tokens = int(want["kv_capacity_tokens_spec"].iloc[0])
     assert tokens > 0 and f"max_tokens: {tokens}" in command
+
+
+# --- layouts -----------------------------------------------------------------------------
+
+
+def _moe_spec(**candidates) -> dict:
+    return spec_dict(
+        models=["deepseek-v3", "llama-3.1-8b"],
+        candidates={
+            "gpus": ["h200"],
+            "tp": [8],
+            "engines": ["vllm", "sglang", "trtllm"],
+            "methods": ["none"],
+            "k": [2],
+            **candidates,
+        },
+    )
+
+
+def test_search_spans_layouts_for_an_moe_target_and_not_for_a_dense_one():
+    """Per GPU count and engine, the MoE target gets attention DP 1, 2, 4, 8 with EP 1 or 8
+    (TensorRT-LLM, whose attention DP spans every GPU: DP 1 or 8); the dense target TP8
+    alone, its row giving only num_gpus as before layouts."""
+    if "engine" not in scenarios.INPUT_COLUMNS:
+        pytest.skip("engines need the scenario column 'engine'")
+    cands = expand(parse_spec(_moe_spec()))
+    seen: dict[tuple[str, str], list[str]] = {}
+    for c in cands:
+        seen.setdefault((c.row["target"], c.engine), []).append(c.layout.describe())
+    assert seen[("deepseek-v3", "vllm")] == [
+        "TP8",
+        "TP8 EP8",
+        "TP4 DP2",
+        "TP4 DP2 EP8",
+        "TP2 DP4",
+        "TP2 DP4 EP8",
+        "TP1 DP8",
+        "TP1 DP8 EP8",
+    ]
+    assert seen[("deepseek-v3", "trtllm")] == ["TP8", "TP8 EP8", "TP1 DP8", "TP1 DP8 EP8"]
+    for engine in ("vllm", "sglang", "trtllm"):
+        assert seen[("llama-3.1-8b", engine)] == ["TP8"]
+    dense = next(c for c in cands if c.row["target"] == "llama-3.1-8b")
+    assert "tp_size" not in dense.row and dense.row["num_gpus"] == 8
+    moe = [c for c in cands if c.row["target"] == "deepseek-v3"]
+    assert all(c.row["tp_size"] * c.row["attention_dp_size"] == 8 for c in moe)
+    assert all(c.row["moe_tp_size"] * c.row["moe_ep_size"] == 8 for c in moe)
+
+
+@pytest.mark.parametrize(
+    ("layouts", "field", "words"),
+    [
+        ([{"tp_size": 8, "ep_size": 8}], "candidates.layouts[0].ep_size", "moe_ep_size"),
+        ([{"attention_dp_size": 8}], "candidates.layouts[0].tp_size", "is required"),
+        (
+            [{"tp_size": 8}, {"tp_size": 8, "moe_ep_size": 3}],
+            "candidates.layouts[1].moe_ep_size",
+            "does not divide",
+        ),
+        (
+            [{"tp_size": 8, "moe_ep_size": 4, "moe_tp_size": 4}],
+            "candidates.layouts[0].moe_tp_size",
+            "2 would be",
+        ),
+        ([{"tp_size": 0}], "candidates.layouts[0].tp_size", "outside"),
+        (["TP8 EP8"], "candidates.layouts[0]", "must be a mapping"),
+        ([], "candidates.layouts", "is empty"),
+    ],
+)
+def test_a_pinned_bad_layout_is_refused_naming_the_field(layouts, field, words):
+    with pytest.raises(InputError) as err:
+        parse_spec(spec_dict(candidates={"tp": None, "layouts": layouts}))
+    assert err.value.field == field
+    assert words in str(err.value)
+
+
+def test_layouts_and_tp_are_one_or_the_other():
+    with pytest.raises(InputError) as err:
+        parse_spec(spec_dict(candidates={"layouts": [{"tp_size": 2}]}))
+    assert err.value.field == "candidates.layouts"
+    with pytest.raises(InputError) as err:
+        parse_spec(spec_dict(candidates={"tp": None}))
+    assert err.value.field == "candidates.tp"
+
+
+def test_stage_one_drops_pinned_layouts_that_cannot_run_and_says_why():
+    """A dense target has no experts to spread; an MoE target on a GPU without kernel
+    tables is priced on the roofline, which prices every layout as TP (so only TP stays)."""
+    dense = parse_spec(
+        spec_dict(
+            candidates={
+                "gpus": ["h100-sxm"],
+                "tp": None,
+                "layouts": [{"tp_size": 2}, {"tp_size": 2, "moe_ep_size": 2}],
+                "methods": ["none"],
+            }
+        )
+    )
+    kept, dropped = screen(dense, expand(dense))
+    assert kept.dropped == ""
+    assert dropped.dropped.startswith("cannot run") and "has none" in dropped.dropped
+    roofline = parse_spec(
+        spec_dict(
+            models=["deepseek-v3"],
+            prices={"mi300x": 2.0},
+            candidates={
+                "gpus": ["mi300x"],
+                "tp": None,
+                "layouts": [{"tp_size": 8}, {"tp_size": 8, "moe_ep_size": 8}],
+                "methods": ["none"],
+            },
+        )
+    )
+    tp, ep = screen(roofline, expand(roofline))
+    assert not tp.dropped.startswith("cannot run: layout")
+    assert ep.dropped.startswith("cannot run: layout TP8 EP8 is priced only from the kernel")
+
+
+def test_the_winning_row_shows_its_layout_and_launches_it():
+    """DeepSeek-V3 pinned to SGLang TP1 DP8 EP8 on H200 (priced from aiconfigurator-core's
+    engine): the row names the layout and its command carries --dp, --enable-dp-attention
+    and --ep-size."""
+    if "engine" not in scenarios.INPUT_COLUMNS:
+        pytest.skip("engines need the scenario column 'engine'")
+    spec = parse_spec(
+        spec_dict(
+            models=["deepseek-v3"],
+            traffic={"rate": 5, "prompt": {"mean": 1024}, "output": {"mean": 64}},
+            slo={"p99_ttft_ms": 5000, "p99_tpot_ms": 200},
+            candidates={
+                "gpus": ["h200"],
+                "tp": None,
+                "layouts": [{"tp_size": 1, "attention_dp_size": 8, "moe_ep_size": 8}],
+                "engines": ["sglang"],
+                "methods": ["none"],
+                "max_num_seqs": [32],
+            },
+            simulation={"requests": 50, "iterations": 3},
+        )
+    )
+    result = run_search(spec, runner=InlineRunner())
+    best = result.optimum
+    assert best is not None, result.message or result.dropped
+    assert best["layout"] == "TP1 DP8 EP8" and best["tp"] == 8 and best["nodes"] == 1
+    args = shlex.split(best["launch_command"].splitlines()[-1])
+    assert args[args.index("--tp") + 1] == "8"
+    assert args[args.index("--dp") + 1] == "8" and "--enable-dp-attention" in args
+    assert args[args.index("--ep-size") + 1] == "8"
