@@ -26,8 +26,9 @@ from simulator.model.economics import get_demand_tok_s
 from simulator.model.memory import get_max_concurrency
 from simulator.model.predict import WINDOW_REASONS, status_reasons
 from simulator.planning import launch
+from simulator.planning.layouts import Layout, get_nodes
 from simulator.planning.reports import launch_config_text
-from simulator.planning.sizer import schedule_ranges
+from simulator.planning.sizer import choose_layout, layouts_to_try, schedule_ranges
 from simulator.planning.uncertainty import get_money_range, get_paying_batches
 from simulator.serving import defaults as serve_defaults
 from simulator.serving import tails
@@ -328,9 +329,15 @@ if scenario.method in ("eagle", "medusa"):
 demand = float(get_demand_tok_s(scenario.requests_per_day, scenario.output_len))
 base = {**scenario.base(), "gpu_memory_utilization": util}
 try:
-    result = sim.run_size(
-        base, k_max=k_max if scenario.speculative else 0, demand_tok_s=demand, **slo
-    )
+    size_kw = dict(k_max=k_max if scenario.speculative else 0, demand_tok_s=demand, **slo)
+    tried = layouts_to_try(base, models)
+    if len(tried) > 1:
+        # An MoE or MLA target: sized in each layout of its GPUs (each run cached), the one
+        # serving the most tokens/s per replica kept (`sizer.choose_layout`).
+        runs = [sim.run_size({**base, **lay.columns()}, **size_kw) for lay in tried]
+        result = choose_layout(tried, runs)
+    else:
+        result = sim.run_size(base, **size_kw)
     choice = result.choice
     k_mem = choice["k"] if choice and choice["k"] > 0 else FALLBACK_K
     mem = sim.run_predict(pd.DataFrame([scenario.row(k_mem, 1, gpu_memory_utilization=util)])).iloc[
@@ -378,6 +385,29 @@ def _break_even_text(result) -> str:
     if not (grid["speedup"].to_numpy(dtype=float)[spec & runs] > 1.0).any():
         return "Speculation pays at no batch: every K is slower than the baseline. "
     return f"Speculation stops paying at batch {at}. "
+
+
+def _layout_caption(tried: pd.DataFrame) -> str:
+    """Which layout the sizer chose for an MoE or MLA target, against the others it tried."""
+    chosen = tried[tried["chosen"]].iloc[0]
+    others = []
+    for _, r in tried[~tried["chosen"]].iterrows():
+        why = r["passed_over"] or f"{r['tok_s_per_replica']:,.0f} tok/s"
+        others.append(f"{r['layout']} ({why})")
+    return (
+        f"Layout {chosen['layout']}: {chosen['tok_s_per_replica']:,.0f} tok/s per replica, the "
+        f"most of the layouts tried; {', '.join(others)}."
+    )
+
+
+def _chosen_layout(tried: pd.DataFrame | None) -> Layout | None:
+    """The layout the sizer chose (None: the scenario's own, plain TP for a dense target)."""
+    if tried is None:
+        return None
+    r = tried[tried["chosen"]].iloc[0]
+    return Layout(
+        int(r["tp_size"]), int(r["attention_dp_size"]), int(r["moe_tp_size"]), int(r["moe_ep_size"])
+    )
 
 
 st.session_state["sizer_result"] = {
@@ -572,6 +602,8 @@ else:
         )
         + f" {widgets.acceptance_basis(scenario)}"
     )
+    if result.layouts is not None:
+        left.caption(_layout_caption(result.layouts))
     uncertain = _with_error(choice, grid, scenario, capacity) if capacity else ""
     if uncertain:
         left.caption(uncertain)
@@ -596,6 +628,8 @@ if choice is not None:
         "draft": models.get(scenario.draft) if scenario.method == "draft_model" else None,
         "head_repo": head_repo,
         "kv_dtype": scenario.kv_dtype,
+        "layout": _chosen_layout(result.layouts),
+        "nodes": get_nodes(scenario.gpu, scenario.num_gpus),
     }
     vllm = launch.vllm_command(
         **common, k=k_launch, weight_dtype=scenario.weight_dtype, ranges=ranges

@@ -138,30 +138,49 @@ def _layouts_to_try(base: dict, models=None) -> tuple:
 
 
 def size_layouts(base: dict, tried, **kwargs) -> SizingResult:
-    """`size` of `base` in each layout of `tried`, the one whose cheapest configuration
-    serves the most tokens/s per replica returned, with every layout's figures in its
-    `layouts`. A layout other than plain TP counts only where the kernel tables price it
-    (the roofline prices every layout as TP, `layouts.priced_by_layout`); plain TP is
-    always tried."""
+    """`size` of `base` in each layout of `tried`, chosen between by `choose_layout`."""
     sizing = {k: kwargs.pop(k) for k in ("k_max", "batches", "slo_tpot_ms", "slo_tok_s_per_user")}
     demand = kwargs.pop("demand_tok_s", 0.0)
-    rows, results = [], []
+    results = []
     for lay in tried:
-        row = {**base, **lay.columns()}
-        grid = price_grid(row, k_max=sizing["k_max"], batches=sizing["batches"], **kwargs)
-        res = _size_grid(
-            grid,
-            slo_tpot_ms=sizing["slo_tpot_ms"],
-            slo_tok_s_per_user=sizing["slo_tok_s_per_user"],
-            demand_tok_s=demand,
-            layout=lay.describe(),
+        grid = price_grid(
+            {**base, **lay.columns()}, k_max=sizing["k_max"], batches=sizing["batches"], **kwargs
         )
+        results.append(
+            _size_grid(
+                grid,
+                slo_tpot_ms=sizing["slo_tpot_ms"],
+                slo_tok_s_per_user=sizing["slo_tok_s_per_user"],
+                demand_tok_s=demand,
+                layout=lay.describe(),
+            )
+        )
+    return choose_layout(tried, results)
+
+
+def layouts_to_try(base: dict, models=None) -> tuple:
+    """The layouts `size` sizes `base` in: none (its own) where it gives a layout column or
+    its target has no layouts beyond TP, else `layouts.span`'s corners of its GPU count."""
+    return _layouts_to_try(base, models)
+
+
+def choose_layout(tried, results: list[SizingResult]) -> SizingResult:
+    """Of one base sized in each layout of `tried` (`results` in the same order), the result
+    whose cheapest configuration serves the most tokens/s per replica, with every layout's
+    figures in its `layouts`. A layout other than plain TP counts only where the kernel
+    tables price it (the roofline prices every layout as TP, `layouts.priced_by_layout`);
+    plain TP, first in `tried`, is kept where nothing else is."""
+    rows, usable = [], []
+    for i, (lay, res) in enumerate(zip(tried, results, strict=True)):
+        grid = res.grid
         source = str(grid["latency_source"].iloc[0]) if "latency_source" in grid else ""
         why = ""
         if not lay.plain_tp and not layouts.priced_by_layout(source):
             why = f"priced on the {source or 'roofline'}, which does not model the layout"
         elif res.choice is None:
             why = "no batch meets the SLO and fits"
+        else:
+            usable.append(i)
         rows.append(
             {
                 "layout": lay.describe(),
@@ -171,12 +190,12 @@ def size_layouts(base: dict, tried, **kwargs) -> SizingResult:
                 "passed_over": why,
             }
         )
-        results.append((why, res))
-    usable = [i for i, (why, _) in enumerate(results) if not why]
-    pick = max(usable, key=lambda i: results[i][1].choice["tok_s_per_replica"], default=0)
+    pick = max(usable, key=lambda i: results[i].choice["tok_s_per_replica"], default=0)
     table = pd.DataFrame(rows)
     table["chosen"] = np.arange(len(table)) == pick
-    return replace(results[pick][1], layouts=table)
+    res = results[pick]
+    choice = None if res.choice is None else {**res.choice, "layout": tried[pick].describe()}
+    return replace(res, layouts=table, layout=tried[pick].describe(), choice=choice)
 
 
 def _size_grid(
