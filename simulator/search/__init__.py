@@ -1,8 +1,9 @@
 """Deployment search: the cheapest deployments that meet P99 latency SLOs.
 
-Given a model, its traffic and its SLOs, which GPUs, how many, which engine, which
-speculation method and draft, which K (or K per batch size), which `max_num_seqs` and
-dtypes, and what does it cost per million output tokens? The search answers in two stages:
+Given a model, its traffic and its SLOs, which GPUs, how many and in which parallel
+layout (TP x attention DP x EP for MoE and MLA targets, `simulator.planning.layouts`),
+which engine, which speculation method and draft, which K (or K per batch size), which
+`max_num_seqs` and dtypes, and what does it cost per million output tokens? The search answers in two stages:
 
 1. `screen`: the vectorised model (`simulator.model.predict`) prices every candidate at once and
    drops those that cannot run, those that cannot meet the TPOT SLO at any rate, and those
