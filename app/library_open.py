@@ -46,3 +46,24 @@ def library():
         return None, why
     _failed.pop(url, None)
     return lib, ""
+
+
+USER_HEADERS = ("X-Forwarded-Email", "X-Forwarded-User", "X-Auth-Request-Email")
+"""Headers an authenticating proxy in front of the dashboard (oauth2-proxy and the like)
+sets to the signed-in user; they name who saved an entry when present."""
+
+
+def who() -> str | None:
+    """The signed-in user (Streamlit's own login, else a proxy's header), or None: the
+    library then records SPECPLAN_USER or the server's user name."""
+    try:
+        if st.user.is_logged_in:
+            return str(st.user.get("email") or st.user.get("name"))[:200]
+    except Exception:  # no login configured on this server
+        pass
+    headers = st.context.headers or {}
+    for name in USER_HEADERS:
+        value = headers.get(name)
+        if value:
+            return str(value).strip()[:200]
+    return None

@@ -19,7 +19,8 @@ from pathlib import PurePosixPath
 
 import streamlit as st
 
-from app.library_open import library
+from app.library_open import library, who
+from app.text import plain
 from library.errors import LibraryError
 from simulator.errors import InputError
 from simulator.inputs.specs import ModelSpec
@@ -155,7 +156,6 @@ def forget_missing(model_ids: list[str], defaults: dict[str, str]) -> None:
     """A target or draft that was an own model no longer there (a teammate deleted or
     renamed it in the library) goes back to its default (`defaults`: key -> id), and the
     sidebar says so."""
-    from app.widgets import plain
 
     for key, default in defaults.items():
         value = st.session_state.get(key)
@@ -222,7 +222,6 @@ def summary(spec: ModelSpec) -> str:
 
 
 def _take(config: str, quant: str | None, file_name: str, on_target: Callable) -> None:
-    from app.widgets import plain
 
     name = default_name(config, file_name)
     mid = model_id(name)
@@ -238,7 +237,6 @@ def _take(config: str, quant: str | None, file_name: str, on_target: Callable) -
 
 
 def _take_upload(on_target: Callable) -> None:
-    from app.widgets import plain
 
     try:
         config, file_name = _read_upload(UPLOAD_KEY, "config.json")
@@ -257,7 +255,6 @@ def _take_upload(on_target: Callable) -> None:
 
 
 def _take_paste(on_target: Callable) -> None:
-    from app.widgets import plain
 
     pasted = str(st.session_state.get(PASTE_KEY) or "")
     if not pasted.strip():
@@ -272,8 +269,6 @@ def _take_paste(on_target: Callable) -> None:
 
 
 def _save(mid: str, name_key: str, on_target: Callable) -> None:
-    from app.library_ui import who
-    from app.widgets import plain
     from library.kinds import save_model
 
     own = session_models().get(mid)
@@ -363,7 +358,6 @@ def _save_form(mid: str, on_target: Callable) -> None:
 
 
 def _kept_caption() -> None:
-    from app.widgets import plain
 
     models = kept()
     names = [plain(mid) for mid, (_, spec, _) in models.items() if spec is not None]

@@ -41,6 +41,7 @@ import streamlit as st
 
 from app import own_models, sim
 from app.presets import MEASURED, WORKLOADS, Prior
+from app.text import plain
 from simulator.errors import InputError
 from simulator.inputs.scenarios import K_LIMIT
 from simulator.inputs.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
@@ -48,33 +49,6 @@ from simulator.kernels.tables import ENGINE_CHOICES
 from simulator.planning.preflight import checklist
 
 BIND = {"bind": "query-params", "persist_state": "session"}
-
-_MARKDOWN_SPECIAL = re.compile(r"([\\`\[\]!<>:&$*_~#|])")
-WORD_JOINER = "\u2060"
-"""Invisible, and breaks what GitHub Markdown would turn into a link by itself."""
-_AUTOLINKS = re.compile(r"(?i)(://|www\.|@)")
-
-
-def plain(text) -> str:
-    """Text a user supplied (a file name, a profile's device name, a message quoting an
-    input) escaped so that Streamlit's Markdown shows its characters and nothing else.
-
-    Backslash-escaped: backslash, backtick, brackets, `!`, `<`, `>` (links, images the
-    browser would fetch, raw HTML, code); `:` (Streamlit's `:red[...]`, `:material/...:`
-    and emoji shortcodes), `&` (entities), `$` (math), `*`, `_`, `~` (emphasis), `#` and
-    `|` (headings, tables). GitHub Markdown links a bare `http://...`, `www....` or e-mail
-    address whatever its escapes, so an invisible WORD_JOINER goes into each `://`, `www.`
-    and before each `@`. Line breaks become spaces."""
-    text = " ".join(str(text).splitlines())
-    text = _AUTOLINKS.sub(_join, text)
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
-
-
-def _join(match: re.Match) -> str:
-    found = match.group(1)
-    if found == "@":
-        return WORD_JOINER + found
-    return found[:-1] + WORD_JOINER + found[-1]
 
 
 """Every scenario widget: its value in the URL, and kept when the user switches pages.

@@ -193,6 +193,6 @@ def shown(markdown: str) -> str:
     invisible word joiners `widgets.plain` puts where Markdown would make a link."""
     import re
 
-    from app.widgets import WORD_JOINER
+    from app.text import WORD_JOINER
 
     return re.sub(r"\\(.)", r"\1", markdown).replace(WORD_JOINER, "")

@@ -243,7 +243,7 @@ def pixel_server():
 def _shown(locator) -> str:
     """The text a user reads, without the invisible word joiners `widgets.plain` puts into
     what Markdown would otherwise link (`://`, `www.`, `@`)."""
-    from app.widgets import WORD_JOINER
+    from app.text import WORD_JOINER
 
     return locator.inner_text().replace(WORD_JOINER, "")
 

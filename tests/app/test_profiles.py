@@ -215,7 +215,7 @@ def test_text_from_an_upload_shows_literally_and_makes_no_image(app):
 
 
 def test_plain_leaves_nothing_for_markdown_to_read():
-    from app.widgets import WORD_JOINER, plain
+    from app.text import WORD_JOINER, plain
 
     text = "![i](http://h/p.png) <b>x</b> [l](www.h.org) a@h.org :red[x] $x$ **b** _i_ # h |t|\nz"
     escaped = plain(text)
