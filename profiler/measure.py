@@ -310,10 +310,10 @@ def resolve_device(choice: str, threads: int | None = None) -> tuple[torch.devic
 
 def _catalog(path: Path | None) -> dict[str, ModelSpec]:
     from simulator.errors import InputError
-    from simulator.inputs.catalog import default_models, load_models
+    from simulator.inputs.catalog import catalog_models, default_models
 
     try:
-        return load_models(path) if path else default_models()
+        return catalog_models(path) if path else default_models()
     except InputError as exc:
         raise UsageError(f"--models-csv: {exc}") from None
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from simulator.errors import InputError
-from simulator.inputs.catalog import GPUS_CSV, MODELS_CSV, load_gpus, load_models
+from simulator.inputs.catalog import GPUS_CSV, MODELS_CSV, catalog_models, load_gpus
 from simulator.inputs.io import TableWriter, atomic_path, check_file, probe_folder, table_format
 
 PROGRESS_ROWS = 100_000
@@ -210,7 +210,7 @@ def _warn_unused_profiles(used: bool, asked: set[str], devices: dict[str, str], 
 def catalogs(args):
     for flag, path in (("--gpus", args.gpus), ("--models", args.models)):
         check_file(path, flag)
-    return load_gpus(args.gpus), load_models(args.models)
+    return load_gpus(args.gpus), catalog_models(args.models)
 
 
 def first_row(path: str) -> int:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from simulator.cli import common
 from simulator.errors import InputError
-from simulator.inputs.catalog import load_models
+from simulator.inputs.catalog import catalog_models
 from simulator.inputs.io import read_blocks, table_columns, table_format
 
 REQUESTS_PER_DAY = 2_000_000
@@ -43,7 +43,7 @@ def _write_report(result, demand, args) -> None:
     """The dashboard's sizing report: economics and pre-flight added, units in the headers."""
     from simulator.planning.reports import add_economics, add_preflight, report_csv
 
-    text = report_csv(add_preflight(add_economics(result, demand), load_models(args.models)))
+    text = report_csv(add_preflight(add_economics(result, demand), catalog_models(args.models)))
     common.write_atomically(args.out, lambda fh: fh.write(text))
 
 

@@ -453,13 +453,28 @@ def _with_aic_model(row: ModelSpec, bundled: dict[str, ModelSpec]) -> ModelSpec:
 def default_models() -> dict[str, ModelSpec]:
     """The hand-written catalog (data/models.csv) and one entry per config.json
     aiconfigurator-core ships (`bundled_models`); the CSV wins where both hold an id."""
-    rows = load_models()
+    return with_bundled(load_models())
+
+
+def with_bundled(rows: dict[str, ModelSpec]) -> dict[str, ModelSpec]:
+    """A model catalog's rows, each with the `aic_model` of its bundled config (the engine
+    then prices MoE and MLA rows from its kernel tables), and every bundled config the
+    catalog does not hold by id."""
     bundled = bundled_models()
     for ident in rows.keys() & bundled.keys():
-        BUNDLED_SKIPPED.setdefault(bundled[ident].hf_repo, f"id '{ident}' is in {MODELS_CSV.name}")
+        BUNDLED_SKIPPED.setdefault(bundled[ident].hf_repo, f"id '{ident}' is in the catalog CSV")
     out = {k: _with_aic_model(m, bundled) for k, m in rows.items()}
     out.update({k: m for k, m in bundled.items() if k not in rows})
     return out
+
+
+def catalog_models(path: str | Path = MODELS_CSV) -> dict[str, ModelSpec]:
+    """The models a `--models` catalog CSV gives the CLI: the bundled catalog for the
+    default path, else that file's rows `with_bundled`. Raises `InputError` as
+    `load_models` does."""
+    if Path(path).resolve() == MODELS_CSV.resolve():
+        return default_models()
+    return with_bundled(load_models(path))
 
 
 def _snapshot_repo(name: str) -> str:

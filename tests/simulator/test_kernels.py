@@ -74,7 +74,8 @@ def test_latency_source_names_what_priced_each_row():
     src = predict(scen)["latency_source"].astype(str).tolist()
     assert src[0] == "kernels:vllm-0.24.0/h200"
     assert src[1] == "kernels:sglang-0.5.14/h200"
-    assert src[2:] == ["roofline"] * 4  # MI300X, no engine tables, int4, MoE
+    assert src[2:5] == ["roofline"] * 3  # MI300X, no engine tables, int4
+    assert src[5] == "kernels:vllm-0.24.0/h200 TP8"  # MoE and MLA: the engine's composite
 
 
 def test_every_output_depends_on_the_engine():
