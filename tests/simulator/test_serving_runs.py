@@ -45,10 +45,12 @@ def test_only_runs_the_model_can_price_as_they_were_run_are_kept(tmp_path):
         {**RUN, "system": "gb300"},  # not in the catalog
     ]
     runs = serving_runs.load_runs(_csv(tmp_path, rows), default_models())
-    assert len(runs) == 1
+    assert len(runs) == 2  # the dense run and the MoE one; attention DP of a dense model is not
     row = runs.iloc[0]
     assert (row["target"], row["gpu"], row["engine"]) == ("llama-3.1-8b", "h200", "vllm")
     assert (row["weight_dtype"], row["kv_dtype"], row["serving"]) == ("fp8", "fp8", "steady")
+    assert runs["family"].tolist() == ["dense", "MoE"]
+    assert runs.iloc[1]["target"] == "deepseek-v3"
 
 
 def test_a_file_without_the_columns_is_refused_naming_them(tmp_path):
@@ -77,7 +79,13 @@ def test_cli_wants_exactly_one_set(tmp_path):
 
 def test_the_bundled_runs_are_read_from_the_installed_package():
     runs = serving_runs.load_runs(serving_runs.bundled_runs_path(), default_models())
-    assert len(runs) == 559
+    assert (runs["family"] == "dense").sum() == 559
+    moe = runs[runs["family"] != "dense"]
+    assert len(moe) > 2000  # silicon_sample.csv's aggregated MoE runs at every layout
+    assert {"deepseek-r1", "kimi-k2.5", "glm-5", "gpt-oss-120b", "qwen3-235b-a22b-fp8"} <= set(
+        moe["target"]
+    )
+    assert (moe["attention_dp_size"] > 1).any() and (moe["moe_ep_size"] > 1).any()
     assert set(runs["engine"]) == {"vllm", "sglang", "trtllm"}
 
 
