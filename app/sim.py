@@ -377,7 +377,10 @@ def memory_fix(row: dict, gpu_counts) -> str:
         tries.append((f"{count} GPUs per replica", {"num_gpus": count}))
     if not tries:
         return ""
-    status = run_predict(pd.DataFrame([{**row, **change} for _, change in tries]))["status"]
+    from simulator.inputs.scenarios import on_gpus
+
+    changed = [on_gpus(row, c["num_gpus"]) if "num_gpus" in c else {**row, **c} for _, c in tries]
+    status = run_predict(pd.DataFrame(changed))["status"]
     runs = [what for (what, _), s in zip(tries, status.astype(str), strict=True) if s == "ok"]
     gpus = [what for what in runs if what.endswith("per replica")]
     remedies = [what for what in runs if what == "fp8 weights"] + gpus[:1]
@@ -388,7 +391,7 @@ def fewest_gpus(row: Mapping, gpu_counts) -> int | None:
     """For a prediction row that does not fit in memory, the fewest GPUs per replica among
     `gpu_counts` (tensor parallel, the row's GPU) with which it runs: 0 when none does,
     None when the row fits or is not a memory failure. One predict call."""
-    from simulator.inputs.scenarios import INPUT_COLUMNS
+    from simulator.inputs.scenarios import INPUT_COLUMNS, on_gpus
 
     if not any(r in MEMORY_REASONS for r in status_reasons(str(row.get("status", "ok")))):
         return None
@@ -401,7 +404,7 @@ def fewest_gpus(row: Mapping, gpu_counts) -> int | None:
     if not counts:
         return 0
     try:
-        status = run_predict(pd.DataFrame([{**scenario, "num_gpus": n} for n in counts]))["status"]
+        status = run_predict(pd.DataFrame([on_gpus(scenario, n) for n in counts]))["status"]
     except InputError:
         return None
     runs = [n for n, s in zip(counts, status.astype(str), strict=True) if s == "ok"]

@@ -142,6 +142,16 @@ COLUMNS: tuple[Column, ...] = (
     ),
 )
 INPUT_COLUMNS = tuple(c.name for c in COLUMNS)
+LAYOUT_COLUMNS = ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
+"""The replica's parallel layout; without them, num_gpus is the tensor-parallel degree."""
+
+
+def on_gpus(row: dict, num_gpus: int) -> dict:
+    """A scenario row moved to `num_gpus` GPUs per replica in plain tensor parallelism: its
+    layout columns go (a layout of the old count would not add up to the new one)."""
+    out = {c: v for c, v in row.items() if c not in LAYOUT_COLUMNS}
+    out["num_gpus"] = num_gpus
+    return out
 DEFAULT_K_SPECULATIVE = 3
 """vLLM's documentation examples use 3 speculative tokens for EAGLE and draft models."""
 
