@@ -100,4 +100,13 @@ for _page in PAGES:
 @PAGE_FUZZ
 @given(query=links())
 def test_pages_over_the_catalogs(page, query):
+    if _on_composite(query.get("target")):
+        # An MoE or MLA target's first page builds the engine's surfaces, about 1 s per
+        # (model, GPU, engine, layout) and kept on disk: a one-time cost, not a hang.
+        warm(lambda: _open(page, query))
     run_case(f"page_{page}", lambda: _open(page, query), check_page)
+
+
+def _on_composite(target: str | None) -> bool:
+    spec = default_models().get(str(target))
+    return bool(spec and spec.aic_model and (spec.is_moe or spec.is_mla or spec.kv_layers))
