@@ -38,37 +38,37 @@ class Imported:
 
 
 def resolve_model(parsed: list[Parsed], target: str, models: dict[str, ModelSpec]) -> ModelSpec:
-    """The catalog model: `target` when given, else the one the files record."""
+    """The catalog model: `target` when given, else the one the files record; either may be
+    a catalog id, a Hugging Face id or a local checkpoint path ending in the repo name
+    (`simulator.inputs.catalog.resolve_model`)."""
+    from simulator.inputs.catalog import resolve_model as lookup
+
+    hint = (
+        "give --target with a catalog or Hugging Face id, or --model-config with the "
+        "model's config.json"
+    )
     if target:
-        if target not in models:
-            raise InputError(
-                f"unknown model id '{target[:80]}' (see data/models.csv)", field="--target"
-            )
-        return models[target]
+        found_id = lookup(target, models)
+        if found_id is None:
+            raise InputError(f"unknown model '{target[:80]}': {hint}", field="--target")
+        return models[found_id]
     recorded = {p.model for p in parsed if p.model}
-    by_repo = {m.hf_repo.lower(): m for m in models.values() if m.hf_repo}
     found = set()
     for name in recorded:
-        key = name.strip().lower()
-        spec = (
-            models.get(name)
-            or by_repo.get(key)
-            or next((m for r, m in by_repo.items() if key.endswith("/" + r.split("/")[-1])), None)
-        )
-        if spec is None:
+        found_id = lookup(name, models)
+        if found_id is None:
             raise InputError(
                 f"the files record the model '{name[:80]}', which is not in the model "
-                "catalog: give --target with a catalog id (data/models.csv)",
+                f"catalog: {hint}",
                 field="--target",
             )
-        found.add(spec.id)
+        found.add(found_id)
     if len(found) > 1:
         raise InputError(f"the files record several models: {sorted(found)}", field="--target")
     if not found:
         names = ", ".join(sorted({p.source for p in parsed}))
         raise InputError(
-            f"{names}: the model is not recorded; give --target with a catalog id "
-            "(data/models.csv), e.g. llama-3.1-8b",
+            f"{names}: the model is not recorded; {hint} (e.g. --target llama-3.1-8b)",
             field="--target",
         )
     return models[found.pop()]

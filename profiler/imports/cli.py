@@ -29,7 +29,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", type=Path, help="result files of one engine")
     p.add_argument("--out", type=Path, required=True, help="profile (.json); CSV beside it")
     p.add_argument("--format", choices=sorted(FORMATS), help="default: told from the content")
-    p.add_argument("--target", default="", help="model id (data/models.csv) when not recorded")
+    p.add_argument(
+        "--target",
+        default="",
+        help="model id or Hugging Face id when the files do not record one the catalog holds",
+    )
+    from simulator.inputs.catalog import MODEL_CONFIG_HELP
+
+    p.add_argument(
+        "--model-config", action="append", default=[], metavar="PATH", help=MODEL_CONFIG_HELP
+    )
     p.add_argument("--gpu", default="", help="GPU id (data/gpus.csv) when not recorded")
     p.add_argument("--engine-version", default="", help="the engine's version, if not recorded")
     p.add_argument(
@@ -110,6 +119,10 @@ def run_from_args(args: argparse.Namespace, argv: list[str]) -> int:
     if args.out.suffix.lower() != ".json":
         args.parser.error(f"--out: '{args.out}' must end in .json (the CSV is written beside it)")
     try:
+        if args.model_config:
+            from simulator.inputs.catalog import use_model_configs
+
+            use_model_configs(args.model_config)
         shapes = parse_shapes(args.latency_shape)
         parsed = [
             parse_file(_read(f), f.name, args.format or "", shapes.get(f.name)) for f in args.files

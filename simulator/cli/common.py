@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import TextIO
 
 from simulator.errors import InputError
-from simulator.inputs.catalog import GPUS_CSV, MODELS_CSV, catalog_models, load_gpus
+from simulator.inputs.catalog import (
+    GPUS_CSV,
+    MODEL_CONFIG_HELP,
+    MODELS_CSV,
+    catalog_models,
+    load_gpus,
+)
 from simulator.inputs.io import TableWriter, atomic_path, check_file, probe_folder, table_format
 
 PROGRESS_ROWS = 100_000
@@ -253,6 +259,7 @@ def predict_blocks(
 def add_common_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", default=str(GPUS_CSV), help="GPU catalog CSV")
     p.add_argument("--models", default=str(MODELS_CSV), help="model catalog CSV")
+    add_model_config_flag(p)
     p.add_argument(
         "--profile",
         action="append",
@@ -263,4 +270,14 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
         "--profile-gpu",
         default=None,
         help="GPU id the profile was measured on (default: matched from its device)",
+    )
+
+
+def add_model_config_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model-config",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help=MODEL_CONFIG_HELP,
     )

@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
             table_format(args.out, "--out")
         if getattr(args, "inp", None):
             table_format(args.inp, "--in")
+        if getattr(args, "model_config", None):
+            from simulator.inputs.catalog import use_model_configs
+
+            for spec in use_model_configs(args.model_config).values():
+                print(f"model '{spec.id}' from {spec.source}", file=sys.stderr)
         with common.sigterm_exits():
             return args.func(args)
     except InputError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
+import os
 import typing
 from functools import cache
 from pathlib import Path
@@ -453,7 +454,55 @@ def _with_aic_model(row: ModelSpec, bundled: dict[str, ModelSpec]) -> ModelSpec:
 def default_models() -> dict[str, ModelSpec]:
     """The hand-written catalog (data/models.csv) and one entry per config.json
     aiconfigurator-core ships (`bundled_models`); the CSV wins where both hold an id."""
-    return with_bundled(load_models())
+    return {**with_bundled(load_models()), **configured_models()}
+
+
+MODEL_CONFIG_HELP = (
+    "a Hugging Face config.json (or a folder holding one, with its hf_quant_config.json) "
+    "whose model scenarios may name as target or draft, by the repo name of its "
+    "_name_or_path lowercased, else its folder's (repeatable)"
+)
+MODEL_CONFIGS_ENV = "SPECPLAN_MODEL_CONFIGS"
+"""config.json files or folders (os.pathsep between) whose models join every catalog of
+this process and of the processes it starts (the search's Ray workers); set by
+`use_model_configs` from the CLI's --model-config."""
+
+
+def use_model_configs(paths) -> dict[str, ModelSpec]:
+    """Read each config.json (a file or a folder holding one, a hf_quant_config.json beside
+    it read too) and make its model part of `default_models()` and `catalog_models()` in
+    this process and its children, under the id its `_name_or_path` or folder gives; a
+    config's model replaces a catalog model of the same id. The models by id. Raises
+    `InputError` naming the file and the field, or two configs of one id."""
+    text = os.pathsep.join(str(Path(p).expanduser().resolve()) for p in paths)
+    models = _read_configs(text)
+    os.environ[MODEL_CONFIGS_ENV] = text
+    configured_models.cache_clear()
+    default_models.cache_clear()
+    return models
+
+
+@cache
+def configured_models() -> dict[str, ModelSpec]:
+    """The models of the configs `MODEL_CONFIGS_ENV` names (`use_model_configs`)."""
+    return _read_configs(os.environ.get(MODEL_CONFIGS_ENV, ""))
+
+
+def _read_configs(text: str) -> dict[str, ModelSpec]:
+    from simulator.inputs.hf_config import read_config_file
+
+    out: dict[str, ModelSpec] = {}
+    for path in (p for p in text.split(os.pathsep) if p):
+        spec = read_config_file(path)
+        if spec.id in out:
+            raise InputError(
+                f"gives the id '{spec.id}' that another --model-config gives; rename one's "
+                "folder or its _name_or_path",
+                file=path,
+                field="--model-config",
+            )
+        out[spec.id] = spec
+    return out
 
 
 def with_bundled(rows: dict[str, ModelSpec]) -> dict[str, ModelSpec]:
@@ -474,7 +523,7 @@ def catalog_models(path: str | Path = MODELS_CSV) -> dict[str, ModelSpec]:
     `load_models` does."""
     if Path(path).resolve() == MODELS_CSV.resolve():
         return default_models()
-    return with_bundled(load_models(path))
+    return {**with_bundled(load_models(path)), **configured_models()}
 
 
 def _snapshot_repo(name: str) -> str:

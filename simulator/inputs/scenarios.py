@@ -152,6 +152,8 @@ def on_gpus(row: dict, num_gpus: int) -> dict:
     out = {c: v for c, v in row.items() if c not in LAYOUT_COLUMNS}
     out["num_gpus"] = num_gpus
     return out
+
+
 DEFAULT_K_SPECULATIVE = 3
 """vLLM's documentation examples use 3 speculative tokens for EAGLE and draft models."""
 
@@ -303,16 +305,20 @@ class _Text:
         return self.cleaned[self.raw[i]]
 
 
-def _text(series: pd.Series | None, n: int, known, default: str, lower: bool) -> _Text:
+def _text(series: pd.Series | None, n: int, known, default: str, lower: bool, alias=None) -> _Text:
     """Stripped (and for some columns lower-cased) text, blanks replaced by `default`,
-    coded against `known`; an absent column costs no parsing."""
+    coded against `known` (a value it lacks through `alias(value) -> known value | None`
+    where given); an absent column costs no parsing."""
     index = {name: i for i, name in enumerate(known)}
     if series is None:
         return _Text(np.full(n, index.get(default, -1), np.int16), [default], np.zeros(n, np.int8))
     codes, uniques = _factorize(series)
     cleaned = [str(u).strip().lower() if lower else str(u).strip() for u in uniques]
     cleaned = [c if c else default for c in cleaned] + [default]
-    lookup = np.array([index.get(c, -1) for c in cleaned], dtype=np.int16)
+    lookup = np.array(
+        [index.get(c, index.get(alias(c), -1) if alias and c else -1) for c in cleaned],
+        dtype=np.int16,
+    )
     raw = np.where(codes < 0, len(cleaned) - 1, codes)
     return _Text(lookup[raw], cleaned, raw)
 
@@ -728,8 +734,20 @@ def _check_text(cols, n: int, gpus, models, check: _Checker):
         "engine": list(ENGINE_CHOICES),
         "engine_version": ["", *engine_versions()],
     }
+    from simulator.inputs.catalog import resolve_model
+
+    def model_id(name: str) -> str | None:  # a Hugging Face id or checkpoint path
+        return resolve_model(name, models)
+
     text = {
-        c: _text(cols.get(c), n, known[c], _DEFAULT[c] or "", c in ("method", "serving", "engine"))
+        c: _text(
+            cols.get(c),
+            n,
+            known[c],
+            _DEFAULT[c] or "",
+            c in ("method", "serving", "engine"),
+            model_id if c in ("target", "draft") else None,
+        )
         for c in TEXT_COLUMNS
     }
     target, method, draft, gpu = (text[c] for c in ("target", "method", "draft", "gpu"))

@@ -59,6 +59,11 @@ from simulator.kernels.surface import (
     NoSurface,
 )
 
+logging.getLogger("aiconfigurator_core.sdk.perf_database").setLevel(logging.ERROR)
+"""The engine warns once per table where a framework's rows fall back to another's (vLLM's
+mla_bmm on TensorRT-LLM's, as its collection_meta.yaml says); on every CLI run that is noise
+on stderr, and the surfaces are what the engine itself would price."""
+
 QUANT_MODES = {
     "bf16": ("bfloat16", "bfloat16"),
     "fp16": ("bfloat16", "bfloat16"),

@@ -26,6 +26,11 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--spec", required=True, help="search specification (YAML)")
     p.add_argument("--out", required=True, help="confirmed configurations (.csv or .parquet)")
+    from simulator.inputs.catalog import MODEL_CONFIG_HELP
+
+    p.add_argument(
+        "--model-config", action="append", default=[], metavar="PATH", help=MODEL_CONFIG_HELP
+    )
     p.add_argument(
         "--ray-address",
         default=None,

@@ -94,14 +94,16 @@ class RayRunner:
                 simulator_dir = str(Path(__file__).resolve().parents[1])
                 ray.init(
                     address=address,
-                    runtime_env={"py_modules": [simulator_dir]},
+                    runtime_env={"py_modules": [simulator_dir], "env_vars": _model_configs()},
                     log_to_driver=False,
                 )
             else:
                 ray.init(
                     num_cpus=num_cpus or os.cpu_count() or 1,
                     include_dashboard=False,
-                    runtime_env={"env_vars": {"PYTHONPATH": _pythonpath(package)}},
+                    runtime_env={
+                        "env_vars": {"PYTHONPATH": _pythonpath(package), **_model_configs()}
+                    },
                     log_to_driver=False,
                     configure_logging=False,
                 )
@@ -138,3 +140,12 @@ class RayRunner:
         if self._owned:
             self._ray.shutdown()
             self._owned = False
+
+
+def _model_configs() -> dict[str, str]:
+    """The --model-config paths for the workers' catalogs (on a cluster, the same paths
+    must be readable on its nodes)."""
+    from simulator.inputs.catalog import MODEL_CONFIGS_ENV
+
+    value = os.environ.get(MODEL_CONFIGS_ENV)
+    return {MODEL_CONFIGS_ENV: value} if value else {}

@@ -117,7 +117,14 @@ def load_runs(path, models) -> pd.DataFrame:
         c: raw[c].fillna(1.0).replace(0.0, np.nan) if c in raw else pd.Series(1.0, raw.index)
         for c in LAYOUT_COLUMNS
     }
-    dp = layout["attention_dp_size"].fillna(1.0)
+    moe_gpus = layout["moe_tp_size"].fillna(1.0) * layout["moe_ep_size"].fillna(1.0)
+    implied = moe_gpus / raw["tp_size"].where(raw["tp_size"] >= 1)
+    # A run that leaves attention DP blank while its MoE spans more GPUs than its attention
+    # TP (vLLM's data parallelism, 19 Qwen3-235B runs) ran that many attention-DP ranks.
+    blank = raw["attention_dp_size"].isna() if "attention_dp_size" in raw else True
+    dp = layout["attention_dp_size"].where(
+        ~(blank & (implied > 1) & (implied == implied.round())), implied
+    )
     is_dense = target.isin(dense) & (raw["precision"] == "fp8") & (dp == 1.0)
     is_moe = target.isin(moe) & raw["precision"].isin(PRECISIONS)
     keep = (
