@@ -77,9 +77,20 @@ from the config (DeepSeek's and Qwen3's block-scaled fp8, gpt-oss's MXFP4 expert
 
 KV_MODES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 
+FP8_GEMM_AS = {"vllm": "fp8"}
+"""Engines whose fp8 GEMMs (attention projections, dense layers, shared experts) are
+priced from their per-tensor fp8 table even where the checkpoint is block-scaled.
+vLLM 0.24.0's fp8_block GEMM tables sit on a floor of ~0.17 ms a call on B200 whatever the
+shape (32x3072 and 3584x3072 alike); at m <= 16, n and k in 1024..8192 they are a median
+27x its own bf16 table on B200, 52x on GB200, 5.8x on H200 and 5.1x on H100, where
+SGLang's and TensorRT-LLM's fp8_block tables are 0.8-1.2x their bf16 ones on the same
+GPUs. A GEMM that reads half the bytes of bf16 cannot be 27x slower; the floor is the
+collection's, and vLLM's MiniMax-M2.5 fp8 runs on B200 (measured 9-55 ms a step) were
+priced 2-5x too slow by it. The MoE tables are not affected."""
+
 LM_HEAD_OP = "generation_logits_gemm"
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 3
 """Bumped whenever what a surface holds or how it is sampled changes: surfaces cached on
 disk under another format are rebuilt."""
 
@@ -162,6 +173,10 @@ def compile_engine(
     if kv_dtype not in KV_MODES or weight_dtype not in QUANT_MODES:
         raise NoSurface(f"no kernel tables for weights {weight_dtype} / KV {kv_dtype}")
     gemm, moe = (None, None) if weight_dtype == checkpoint_dtype else QUANT_MODES[weight_dtype]
+    if weight_dtype == "fp8" and engine in FP8_GEMM_AS:
+        gemm = FP8_GEMM_AS[engine]
+    if moe is None and engine == "trtllm" and _mxfp4_experts(aic_model) and _blackwell(system):
+        moe = "w4a8_mxfp4_mxfp8"
     try:
         return EngineHandle.compile(
             aic_model,
@@ -179,6 +194,35 @@ def compile_engine(
         )
     except Exception as exc:  # the package raises ValueError, KeyError, its own errors
         raise NoSurface(f"aiconfigurator-core cannot build {aic_model}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _mxfp4_experts(aic_model: str) -> bool:
+    """Whether the checkpoint's experts are MXFP4 (gpt-oss: quantization_config.quant_method
+    "mxfp4"). TensorRT-LLM serves those with MXFP8 activations on SM >= 100
+    (`ModelConfig.get_mxfp4_quant_algo()`: W4A8_MXFP4_MXFP8 for its TRTLLM and CUTLASS MoE
+    backends, W4A16_MXFP4 below SM 100 or when OVERRIDE_QUANT_ALGO says so); the package
+    prices the checkpoint's label, W4A16, whose B200 table is 3.6x slower at 4 tokens."""
+    import json
+
+    from simulator.inputs.hf_config import bundled_config_path
+
+    path = bundled_config_path(aic_model) or Path(aic_model) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    quant = config.get("quantization_config") if isinstance(config, dict) else None
+    return isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() == "mxfp4"
+
+
+def _blackwell(system: str) -> bool:
+    from aiconfigurator_core.sdk.perf_database import is_blackwell_system
+
+    try:
+        return is_blackwell_system(system)
+    except Exception:  # a system the package cannot read: not Blackwell for this rule
+        return False
 
 
 def build_composite(
