@@ -140,3 +140,25 @@ def test_profiler_import_resolves_a_recorded_hugging_face_id():
     assert resolve_model([], "moonshotai/Kimi-K2.5", models).id == "kimi-k2.5"
     with pytest.raises(Exception, match="--model-config"):
         resolve_model([], "someone/NotAModel-7B", models)
+
+
+def test_the_example_configs_price_or_refuse_as_their_readme_says(tmp_path, capsys):
+    """examples/model-configs: the dense, MoE, MLA and linear-attention files price on
+    kernels; the hybrid-Mamba one is refused naming `architectures`."""
+    priced = {
+        "Llama-3.1-8B": ("llama-3.1-8b", "h100-sxm", 1),
+        "Qwen3-30B-A3B": ("qwen3-30b-a3b", "h200", 1),
+        "DeepSeek-V3": ("deepseek-v3", "h200", 8),
+        "Qwen3.5-35B-A3B": ("qwen3.5-35b-a3b", "h200", 1),
+    }
+    rows = [{"target": t, "gpu": g, "num_gpus": n, "batch_size": 8} for t, g, n in priced.values()]
+    flags = [f for folder in priced for f in ("--model-config", str(EXAMPLES / folder))]
+    out = _predict_cli(tmp_path, rows, *flags)
+    assert (out["status"] == "ok").all()
+    assert out["latency_source"].str.startswith("kernels:").all()
+    src = tmp_path / "mamba.csv"
+    pd.DataFrame([{"target": "nemotron-h-56b-base-8k", "gpu": "h200"}]).to_csv(src, index=False)
+    folder = EXAMPLES / "Nemotron-H-56B-Base-8K"
+    argv = ["predict", "--in", str(src), "--out", str(tmp_path / "m.csv")]
+    assert main([*argv, "--model-config", str(folder)]) == 2
+    assert "field 'architectures'" in capsys.readouterr().err
