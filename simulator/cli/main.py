@@ -1,4 +1,4 @@
-"""Command line: `python -m simulator predict|sweep|validate|serve|columns|search|library`,
+"""Command line: `python -m simulator predict|sweep|validate|serve|columns|models|search|library`,
 one module per subcommand beside this one (the search's in `simulator.search.cli`, the
 library's in `library.cli`).
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from simulator.cli import columns, common, predict, serve, sweep, validate
+from simulator.cli import columns, common, models, predict, serve, sweep, validate
 from simulator.errors import InputError
 from simulator.inputs.io import table_format
 
@@ -24,7 +24,7 @@ def make_parser() -> argparse.ArgumentParser:
         prog="python -m simulator", description="SpecPlan analytic model of speculative decoding"
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (predict, sweep, validate, serve, columns):
+    for command in (predict, sweep, validate, serve, columns, models):
         command.add_parser(sub)
     from simulator.search.cli import add_parser as add_search
 

@@ -162,3 +162,23 @@ def test_the_example_configs_price_or_refuse_as_their_readme_says(tmp_path, caps
     argv = ["predict", "--in", str(src), "--out", str(tmp_path / "m.csv")]
     assert main([*argv, "--model-config", str(folder)]) == 2
     assert "field 'architectures'" in capsys.readouterr().err
+
+
+def test_models_lists_the_catalog_and_a_brought_config(tmp_path, capsys):
+    folder = _renamed(tmp_path, "Qwen/Qwen3-30B-A3B", "team-moe-30b")
+    out = tmp_path / "models.csv"
+    assert main(["models", "--model-config", str(folder), "--out", str(out)]) == 0
+    table = pd.read_csv(out).set_index("id")
+    assert table.loc["team-moe-30b", "family"] == "moe"
+    assert table.loc["team-moe-30b", "priced_by"] == "engine model"
+    assert table.loc["deepseek-r1", "family"] == "mla"
+    assert table.loc["llama-3.1-8b", "priced_by"] == "dense tables"
+    assert 29 < table.loc["team-moe-30b", "total_params_b"] < 32
+    assert main(["models", "--family", "dense"]) == 0
+    listed = capsys.readouterr().out
+    assert "llama-3.1-8b" in listed and "deepseek-r1" not in listed
+
+
+def test_models_names_a_missing_catalog(capsys):
+    assert main(["models", "--models", "/nonexistent/models.csv"]) == 2
+    assert "--models" in capsys.readouterr().err
