@@ -25,7 +25,7 @@ from app.library_ui import (
     when,
     who,
 )
-from library.errors import NameTaken
+from library.errors import LibraryUnavailable, NameTaken
 from simulator.errors import InputError
 
 REPORT_PARAM = widgets.REPORT_PARAM
@@ -98,9 +98,22 @@ def _save_scenario(lib, page: str, name: str, notes: str) -> None:
 
 
 def _scenario_link(lib, entry) -> None:
+    """The picked scenario's page, who saved it, and its link; a scenario whose content
+    is not one (an older copy, a hand edit) is shown as unreadable."""
     from library.kinds import load_scenario
 
-    page, params = load_scenario(lib, entry.name)
+    try:
+        page, params = load_scenario(lib, entry.name)
+    except LibraryUnavailable:
+        raise
+    except InputError as exc:
+        st.warning(
+            f":material/broken_image: '{widgets.plain(entry.name)}' is unreadable: "
+            f"{widgets.plain(exc)}. Saved by {widgets.plain(entry.created_by)} at "
+            f"{when(entry.created_at)}. Pick another; `python -m simulator library delete` "
+            "removes it.",
+        )
+        return
     st.caption(
         f"{widgets.plain(page)} page, saved by {widgets.plain(entry.created_by)} at "
         f"{when(entry.created_at)}. {widgets.plain(entry.notes)}"
@@ -114,8 +127,10 @@ def _open_report(lib, name: str, rows_key: str, clear: tuple[str, ...], columns)
 
     try:
         rows, outputs, version = load_report(lib, name)
+    except LibraryUnavailable:
+        raise
     except InputError as exc:
-        rerun_message("reports", f"Not opened: {exc}", ok=False)
+        rerun_message("reports", f"Not opened: '{name}' is unreadable: {exc}", ok=False)
         return
     for key in clear:
         st.session_state.pop(key, None)

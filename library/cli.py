@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -66,10 +67,23 @@ def cmd_show(args) -> int:
     return 0
 
 
+def check_export_out(out: str) -> None:
+    """`library export --out`: '-' (stdout), or a file `predict --out` could write."""
+    from simulator.cli.common import check_out
+
+    if not out.strip():
+        raise InputError("is empty; give a file name, or - for stdout", field="--out")
+    if out.endswith(("/", os.sep)):
+        raise InputError(f"'{out}' names a folder; give a file name", field="--out")
+    check_out(out)
+
+
 def cmd_export(args) -> int:
     from library.export import entry_json, entry_table
-    from simulator.inputs.io import atomic_path
+    from simulator.cli.common import write_atomically
 
+    if args.to != "-":
+        check_export_out(args.to)
     lib = _open(args)
     entry = lib.get(_kind_of(lib, args.name, args.kind), args.name)
     as_json = args.format == "json" or (args.format is None and args.to.endswith(".json"))
@@ -80,8 +94,12 @@ def cmd_export(args) -> int:
     if args.to == "-":
         sys.stdout.write(text)
         return 0
-    with atomic_path(args.to) as tmp, open(tmp, "w", newline="") as fh:
-        fh.write(text)
+    try:
+        write_atomically(args.to, lambda fh: fh.write(text))
+    except OSError as exc:
+        raise InputError(
+            f"cannot write '{args.to}' ({exc.strerror or exc})", field="--out"
+        ) from None
     print(f"wrote {entry.kind} '{entry.name}' to {args.to}", file=sys.stderr)
     return 0
 

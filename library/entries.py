@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import math
 import os
 import unicodedata
 from dataclasses import dataclass, field
@@ -112,3 +113,47 @@ def check_content(content: bytes) -> bytes:
     if not content:
         raise LibraryError("the file is empty; nothing was saved", field="content")
     return bytes(content)
+
+
+def _finite(value) -> float | None:
+    """`value` as a finite float, or None (text, a flag, NaN, an infinity, an integer
+    past a float's range)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def check_figures(figures) -> dict[str, float]:
+    """A validation run's figures: metric names (text) mapped to finite numbers."""
+    if not isinstance(figures, dict):
+        raise LibraryError("must map each metric to a number", field="figures")
+    out = {}
+    for metric, value in figures.items():
+        check_text(metric, "figures", 200)
+        number = _finite(value)
+        if number is None:
+            raise LibraryError(
+                f"figure '{str(metric)[:80]}' is not a finite number", field="figures"
+            )
+        out[metric] = number
+    return out
+
+
+def check_facts(facts, depth: int = 0):
+    """An entry's facts (JSON): an object whose numbers are finite and within a float's
+    range, so every database keeps them as given."""
+    if depth == 0 and not isinstance(facts, dict):
+        raise LibraryError("must be an object", field="facts")
+    if isinstance(facts, dict):
+        for value in facts.values():
+            check_facts(value, depth + 1)
+    elif isinstance(facts, list):
+        for value in facts:
+            check_facts(value, depth + 1)
+    elif isinstance(facts, int | float) and not isinstance(facts, bool) and _finite(facts) is None:
+        raise LibraryError(f"{str(facts)[:40]} is not a finite number", field="facts")
+    return facts

@@ -6,14 +6,14 @@ from __future__ import annotations
 import base64
 import binascii
 import io
-import json
 from dataclasses import asdict
 from datetime import datetime
 
 import pandas as pd
 
-from library.entries import EntryInfo
+from library.entries import EntryInfo, check_facts, check_figures
 from library.errors import LibraryError
+from library.jsontext import parse_json
 from library.store import Library
 
 EXPORT_SCHEMA = "specplan.library/v1"
@@ -47,10 +47,14 @@ def entry_table(lib: Library, entry: EntryInfo) -> str:
 
         return profile_to_csv(load_profile(content, name=f"'{entry.name[:80]}'"))
     if entry.kind == "report":
-        return pd.DataFrame(json.loads(content)["outputs"]).to_csv(index=False)
+        from library.kinds import report_value
+
+        return report_value(content, f"report '{entry.name[:80]}'")[1].to_csv(index=False)
     if entry.kind == "scenario":
-        value = json.loads(content)
-        rows = [("page", value["page"]), *sorted(value["params"].items())]
+        from library.kinds import scenario_value
+
+        page, params = scenario_value(content, f"scenario '{entry.name[:80]}'")
+        rows = [("page", page), *sorted(params.items())]
         return pd.DataFrame(rows, columns=["parameter", "value"]).to_csv(index=False)
     if entry.kind == "model":
         from library.kinds import load_model_entry
@@ -63,20 +67,33 @@ def entry_table(lib: Library, entry: EntryInfo) -> str:
         return pd.DataFrame(rows, columns=["figure", "value"]).to_csv(index=False)
     text = content.decode("utf-8", errors="replace")
     if entry.kind == "benchmark" and text.lstrip()[:1] in ("{", "["):
-        try:
-            records = json.loads(text)
-        except ValueError:
-            return text
-        return pd.json_normalize(records).to_csv(index=False)
+        return _benchmark_table(content, entry.name)
     return text
+
+
+def _benchmark_table(content: bytes, name: str) -> str:
+    """A JSON engine result as CSV: an object, or a list of objects (records), one row
+    each; LibraryError for any other JSON (a list of numbers has no columns)."""
+    label = f"benchmark '{name[:80]}'"
+    try:
+        records = parse_json(content, label, field="content")
+    except LibraryError:
+        return content.decode("utf-8", errors="replace")
+    items = records if isinstance(records, list) else [records]
+    bad = next((i for i, r in enumerate(items, start=1) if not isinstance(r, dict)), None)
+    if bad is not None:
+        raise LibraryError(
+            f"item {bad} is a {type(items[bad - 1]).__name__}, not an object (a record), so "
+            "there is no table to write; export it with --format json",
+            file=label,
+            field="content",
+        )
+    return pd.json_normalize(items).to_csv(index=False)
 
 
 def read_export(data: bytes, source: str) -> dict:
     """A JSON export, checked: the fields `import` needs, the content as bytes."""
-    try:
-        value = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise LibraryError(f"not JSON ({exc})", file=source) from None
+    value = parse_json(data, source)
     if not isinstance(value, dict) or value.get("schema") != EXPORT_SCHEMA:
         raise LibraryError(f"not a library export (schema '{EXPORT_SCHEMA}')", file=source)
     for key in ("kind", "name", "content", "content_encoding"):
@@ -95,25 +112,29 @@ def read_export(data: bytes, source: str) -> dict:
 def restore(lib: Library, value: dict, who: str | None = None):
     """Save an export read by `read_export` under its own name and metadata."""
     kept = {k: value[k] for k in _KEPT_FIELDS if k in value and value[k] is not None}
-    if not isinstance(kept.get("facts", {}), dict):
-        raise LibraryError("must be an object", field="facts")
+    check_facts(kept.get("facts", {}))
     figures = value.get("figures") if value["kind"] == "validation" else None
-    if figures is not None and not (
-        isinstance(figures, dict)
-        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in figures.values())
-    ):
-        raise LibraryError("must map each metric to a number", field="figures")
+    if figures is not None:
+        check_figures(figures)
     if value.get("created_by") and who is None:
         who = str(value["created_by"])
-    # The content is checked as the kind's own save checks it, and what the kind derives
-    # from it (a model's shape, a profile's device) replaces the export's copy.
     from library.kinds import checked_columns
+
+    if value["kind"] == "benchmark":
+        _check_engine(kept)
 
     derived = checked_columns(value["kind"], value["name"], value["content"], kept.get("facts"))
     kept = {**kept, **derived, "facts": {**kept.get("facts", {}), **derived.get("facts", {})}}
     return lib.save(
         value["kind"], value["name"], value["content"], who=who, figures=figures, **kept
     )
+
+
+def _check_engine(kept: dict) -> None:
+    """An engine result's device, engine and version, required as its save requires them."""
+    for field, key in (("device", "device"), ("engine", "engine"), ("version", "engine_version")):
+        if not str(kept.get(key, "")).strip():
+            raise LibraryError(f"an engine result needs its {field}", field=key)
 
 
 def listing(entries: list[EntryInfo]) -> pd.DataFrame:

@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from library.entries import Saved
+from library.entries import Saved, check_figures
 from library.errors import LibraryError
+from library.jsontext import parse_json
 from library.store import Library
 from simulator.errors import InputError
 
+MAX_CELL = 1e308
+"""Largest number a report's cell may hold (a float's range)."""
 SIMULATOR_DIR = Path(__file__).resolve().parent.parent / "simulator"
 
 
@@ -130,10 +133,33 @@ def save_scenario(
     )
 
 
+def _entry_json(content: bytes, label: str) -> dict:
+    """A scenario's or report's content: a JSON object, else LibraryError."""
+    value = parse_json(content, label, field="content", allow_nan=False)
+    if not isinstance(value, dict):
+        raise LibraryError("is not a JSON object", file=label, field="content")
+    return value
+
+
+def scenario_value(content: bytes, label: str) -> tuple[str, dict[str, str]]:
+    """(page, query parameters) of a scenario's content, checked as `save_scenario`
+    writes it: {"page": text, "params": {text: text}}."""
+    value = _entry_json(content, label)
+    page, params = value.get("page"), value.get("params")
+    if not isinstance(page, str):
+        raise LibraryError("missing or not text", file=label, field="page")
+    if not isinstance(params, dict):
+        raise LibraryError("missing or not an object", file=label, field="params")
+    bad = [k for k, v in params.items() if not isinstance(v, str)]
+    if bad:
+        raise LibraryError(f"'{bad[0][:80]}' is not text", file=label, field="params")
+    return page, params
+
+
 def load_scenario(lib: Library, name: str) -> tuple[str, dict[str, str]]:
-    """(page, query parameters) of the kept scenario `name`."""
-    value = json.loads(lib.content("scenario", name))
-    return value["page"], value["params"]
+    """(page, query parameters) of the kept scenario `name`; LibraryError, naming the
+    field, when its content is not a scenario."""
+    return scenario_value(lib.content("scenario", name), f"scenario '{name[:80]}'")
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -185,10 +211,42 @@ def save_report(
     )
 
 
+def _cell_ok(value) -> bool:
+    if value is None or isinstance(value, str | bool):
+        return True
+    return isinstance(value, int | float) and abs(value) <= MAX_CELL
+
+
+def _table(value, label: str, field: str) -> pd.DataFrame:
+    if not isinstance(value, list) or not all(isinstance(r, dict) for r in value):
+        raise LibraryError("missing or not a list of rows (objects)", file=label, field=field)
+    for i, row in enumerate(value, start=1):
+        bad = [k for k, v in row.items() if not _cell_ok(v)]
+        if bad:
+            raise LibraryError(
+                f"row {i}'s '{bad[0][:80]}' is not text or a finite number",
+                file=label,
+                field=field,
+            )
+    return pd.DataFrame(value)
+
+
+def report_value(content: bytes, label: str) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """(rows, outputs, model version) of a report's content, checked as `save_report`
+    writes it: lists of rows whose cells are text or finite numbers, and a version."""
+    value = _entry_json(content, label)
+    rows = _table(value.get("rows"), label, "rows")
+    outputs = _table(value.get("outputs"), label, "outputs")
+    version = value.get("model_version")
+    if not isinstance(version, str):
+        raise LibraryError("missing or not text", file=label, field="model_version")
+    return rows, outputs, version
+
+
 def load_report(lib: Library, name: str) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """(rows, outputs as computed, model version) of the kept report `name`."""
-    value = json.loads(lib.content("report", name))
-    return pd.DataFrame(value["rows"]), pd.DataFrame(value["outputs"]), value["model_version"]
+    """(rows, outputs as computed, model version) of the kept report `name`;
+    LibraryError, naming the field, when its content is not a report."""
+    return report_value(lib.content("report", name), f"report '{name[:80]}'")
 
 
 def save_validation(
@@ -196,9 +254,7 @@ def save_validation(
 ) -> Saved:
     """A `validate` run: its per-case errors (CSV) and its headline figures, one row each,
     so a figure can be followed from run to run."""
-    bad = [m for m, v in figures.items() if not math.isfinite(float(v))]
-    if bad:
-        raise InputError(f"figure '{bad[0]}' is not a finite number", field="figures")
+    figures = check_figures(figures)
     return lib.save(
         "validation",
         name,
@@ -237,10 +293,7 @@ def model_content(config: str | bytes, quant: str | bytes | None = None) -> byte
 
 def model_files(content: bytes, source: str = "model entry") -> tuple[str, str | None]:
     """(config.json text, hf_quant_config.json text or None) of a model entry's content."""
-    try:
-        value = json.loads(content)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise LibraryError(f"not JSON ({exc})", file=source, field="content") from None
+    value = parse_json(content, source, field="content")
     if not isinstance(value, dict) or set(value) != set(MODEL_CONTENT_KEYS):
         raise LibraryError(
             "a model entry is an object with the keys 'config' and 'hf_quant_config'",
@@ -309,10 +362,9 @@ def load_model_entry(lib: Library, name: str, *, model_id: str):
 
 def checked_columns(kind: str, name: str, content: bytes, facts: dict | None = None) -> dict:
     """The columns a kind derives from its content, the content checked as that kind's
-    own save checks it: what `library import` of an export keeps in place of the
-    export's own (which anyone may have edited). `facts`, the export's, give a scrape
-    its K where the scrape cannot tell it. {} for the kinds whose save checks nothing in
-    the content (benchmark, scenario, report, validation)."""
+    own save checks it (or as it writes it): what `library import` of an export keeps in
+    place of the export's own (which anyone may have edited). `facts`, the export's, give
+    a scrape its K where the scrape cannot tell it. {} where nothing is derived."""
     label = f"'{name[:80]}'"
     if kind == "profile":
         from simulator.inputs.profile import load_profile
@@ -333,4 +385,10 @@ def checked_columns(kind: str, name: str, content: bytes, facts: dict | None = N
         config, quant = model_files(content, source=f"model {label}")
         spec = read_model(config, quant, model_id=name.strip() or "model")
         return _model_columns(spec, quant)
+    if kind == "scenario":
+        scenario_value(content, f"scenario {label}")
+    elif kind == "report":
+        report_value(content, f"report {label}")
+    elif kind == "validation":
+        _text(content, f"validation {label}")
     return {}

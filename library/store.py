@@ -34,6 +34,8 @@ from library.entries import (
     EntryInfo,
     Saved,
     check_content,
+    check_facts,
+    check_figures,
     check_kind,
     check_name,
     check_notes,
@@ -158,6 +160,13 @@ def open_library(url: str | None = None) -> Library:
     return Library(engine, where)
 
 
+def _matches(text: str):
+    """Name, device, model, engine or notes holds `text`, any case; `%` and `_` are
+    the characters themselves, not LIKE's wildcards."""
+    columns = (Entry.name, Entry.device, Entry.model, Entry.engine, Entry.notes)
+    return or_(*(c.icontains(text, autoescape=True) for c in columns))
+
+
 def _info(row) -> EntryInfo:
     values = dict(row._mapping)
     for key in ("created_at", "updated_at"):
@@ -224,6 +233,7 @@ class Library:
         content = check_content(content)
         who = check_text(who, "who", 200) if who else current_user()
         digest = content_hash(content)
+        facts, figures = check_facts(facts or {}), check_figures(figures or {})
         row = Entry(
             kind=kind,
             name=name,
@@ -238,10 +248,8 @@ class Library:
             engine=check_text(engine, "engine", 64),
             engine_version=check_text(engine_version, "engine_version", 64),
             model_version=check_text(model_version, "model_version", 64),
-            facts=facts or {},
-            figures=[
-                ValidationFigure(metric=m, value=float(v)) for m, v in (figures or {}).items()
-            ],
+            facts=facts,
+            figures=[ValidationFigure(metric=m, value=v) for m, v in figures.items()],
         )
         try:
             with self._write(f"save {kind} '{name}'") as session:
@@ -250,19 +258,28 @@ class Library:
                 )
                 if same is None:
                     session.add(row)
-        except IntegrityError:
-            same = None
+        except IntegrityError as exc:
+            same, refused = None, exc
+        else:
+            refused = None
         found = self._find(kind, content_hash=digest)
         if found is not None:
             return Saved(found, existed=same is not None or found.name != name)
-        raise self._taken(kind, name)
+        raise self._taken(kind, name, refused)
 
-    def _taken(self, kind: str, name: str) -> NameTaken:
+    def _taken(self, kind: str, name: str, exc: IntegrityError | None = None) -> LibraryError:
+        """NameTaken when an entry of the kind holds `name`; else the database's own
+        reason for refusing (a constraint other than the name's)."""
         holder = self._find(kind, name=name)
-        by = f" (saved by {holder.created_by} at {holder.created_at:%Y-%m-%d %H:%M} UTC)"
+        if holder is None and exc is not None:
+            return LibraryError(
+                f"the database refused to save {kind} '{name}' ({_first_line(exc)}); "
+                "nothing was saved"
+            )
+        when = f"{holder.created_at:%Y-%m-%d %H:%M}" if holder else ""
+        by = f" (saved by {holder.created_by} at {when} UTC)" if holder else ""
         return NameTaken(
-            f"a {kind} named '{name}' is already kept{by if holder else ''}; nothing was "
-            "saved: choose another name",
+            f"a {kind} named '{name}' is already kept{by}; nothing was saved: choose another name",
             field="name",
         )
 
@@ -342,9 +359,7 @@ class Library:
             query = query.where(Entry.kind.in_([check_kind(k) for k in kind]))
         text = check_text(search, "search", 200).strip()
         if text:
-            like = f"%{text}%"
-            columns = (Entry.name, Entry.device, Entry.model, Entry.engine, Entry.notes)
-            query = query.where(or_(*(c.ilike(like) for c in columns)))
+            query = query.where(_matches(text))
         return [_info(row) for row in self._read(query)]
 
     def table(self, kind: tuple[str, ...], search: str = ""):
@@ -365,9 +380,7 @@ class Library:
         )
         text = check_text(search, "search", 200).strip()
         if text:
-            like = f"%{text}%"
-            fields = (Entry.name, Entry.device, Entry.model, Entry.engine, Entry.notes)
-            query = query.where(or_(*(c.ilike(like) for c in fields)))
+            query = query.where(_matches(text))
         rows = self._read(query)
         values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
         frame = pd.DataFrame(dict(zip(columns, values, strict=True)))

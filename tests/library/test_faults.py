@@ -187,3 +187,39 @@ def test_a_folder_that_cannot_be_created(tmp_path):
     with pytest.raises(LibraryUnavailable, match="cannot create the library's folder"):
         open_library(f"sqlite:///{blocker / 'specplan' / 'library.db'}")
     assert blocker.read_text() == "in the way"
+
+
+PAGES = ["roi", "sizer", "reports", "profiles", "acceptance", "load", "validation", "search"]
+
+
+@pytest.fixture
+def bad_library(db_url, monkeypatch):
+    """A library holding one entry of each kind whose content does not fit the kind, put
+    in through the store (as an older copy or a hand edit could), newest of its kind."""
+    from tests.library.test_bad_entries import _insert_bad_entries
+
+    monkeypatch.setenv("SPECPLAN_DB_URL", db_url)
+    lib = open_library(db_url)
+    save_profile(lib, "good", PROFILE.read_bytes())
+    _insert_bad_entries(lib)
+    yield lib
+    lib.close()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_bad_entry_in_the_database_leaves_every_page_working(bad_library, page):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.library.test_dashboard_sessions import ENTRY
+
+    at = AppTest.from_file(str(ENTRY), default_timeout=60)
+    if page == "reports":
+        at.query_params["report"] = "bad report 2"
+    at.switch_page(f"views/{page}.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = " ".join(str(m.value) for m in (*at.warning, *at.error, *at.caption, *at.info))
+    if page in ("roi", "sizer"):
+        assert "unreadable" in shown and "field 'page'" in shown
+    if page == "reports":
+        assert "'bad report 2' is unreadable" in shown and "field 'rows'" in shown
