@@ -67,7 +67,9 @@ def current_user() -> str:
 
 def check_kind(kind: str) -> str:
     if kind not in KINDS:
-        raise LibraryError(f"'{str(kind)[:40]}' is not a kind; use one of {', '.join(KINDS)}")
+        raise LibraryError(
+            f"'{str(kind)[:40]}' is not a kind; use one of {', '.join(KINDS)}", field="kind"
+        )
     return kind
 
 
