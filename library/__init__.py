@@ -12,6 +12,7 @@ session and a server restart.
   report, validation run) and the model version a report is computed by.
 - `entries.py`: what one entry is (frozen dataclasses), name and size checks, content hash.
 - `export.py`: an entry as JSON or CSV, and back; `cli.py`: `python -m simulator library`.
+- `jsontext.py`: JSON read with its nesting bounded before the parser sees it.
 - `errors.py`: `LibraryError` and its kinds; each is an `InputError`, so a command exits 2.
 
 Imports SQLAlchemy, Alembic and `simulator` (profile parsing, errors); never Streamlit.
