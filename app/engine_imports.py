@@ -154,7 +154,10 @@ def _show(imported: Imported, name: str) -> None:
         f"profiles as {widgets.plain(name)}.",
         icon=":material/check:",
     )
-    st.text("\n".join([*imported.fit.lines(), *imported.notes]))
+    for line in imported.warnings:
+        st.warning(widgets.plain(line), icon=":material/warning:")
+    notes = [n for n in imported.notes if n not in imported.warnings]
+    st.text("\n".join([*imported.fit.lines(), *notes]))
     if len(imported.fit.table):
         st.dataframe(_points(imported.fit), hide_index=True, key="engine_points")
     if len(imported.speedups):

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
+from profiler.imports.bounds import TOLERANCE, step_floor
 from profiler.imports.common import Parsed, StepPoint
 from profiler.imports.fit import EngineFit, Setup, fit_engine_step
 from simulator.errors import InputError
@@ -29,12 +30,15 @@ from simulator.model.memory import get_kv_bytes_per_token
 
 @dataclass(frozen=True)
 class Imported:
-    """The profile, the fit it carries, and what the files could not give (`notes`)."""
+    """The profile, the fit it carries, what the files could not give (`notes`), and what
+    the user must read first (`warnings`: a file recording another model than the chosen
+    one)."""
 
     profile: Profile
     fit: EngineFit
     notes: tuple[str, ...]
     speedups: pd.DataFrame
+    warnings: tuple[str, ...] = ()
 
 
 def resolve_model(parsed: list[Parsed], target: str, models: dict[str, ModelSpec]) -> ModelSpec:
@@ -72,6 +76,45 @@ def resolve_model(parsed: list[Parsed], target: str, models: dict[str, ModelSpec
             field="--target",
         )
     return models[found.pop()]
+
+
+def model_warnings(parsed: list[Parsed], spec: ModelSpec, models: dict[str, ModelSpec]):
+    """One line per file that records a model other than `spec` (the chosen one)."""
+    from simulator.inputs.catalog import resolve_model as lookup
+
+    out = []
+    for p in parsed:
+        found = lookup(p.model, models) if p.model else spec.id
+        if found != spec.id:
+            known = f" (catalog id {found})" if found else ""
+            out.append(
+                f"{p.source}: the file records the model '{p.model[:80]}'{known}, not the "
+                f"chosen {spec.id}; its times are imported as {spec.id}'s: choose the model "
+                "the file records if that is what ran"
+            )
+    return out
+
+
+def check_steps(steps: list[StepPoint], spec: ModelSpec, gpu: GPUSpec, dtype: str, n: int):
+    """Refuse a forward timed faster than `TOLERANCE` x the least time the model can take
+    on `n` GPUs of `gpu` (`profiler.imports.bounds`): it did not run as imported."""
+    for s in steps:
+        floor = step_floor(spec, gpu, dtype, n, s.batch, s.query_len, s.context_len)
+        if s.median_ms >= TOLERANCE * floor.ms:
+            continue
+        point = (
+            f"the decode step at batch {s.batch}, context {s.context_len:,} tokens"
+            if s.query_len == 1
+            else f"the forward of batch {s.batch} x {s.query_len:,} tokens over context "
+            f"{s.context_len:,}"
+        )
+        raise InputError(
+            f"{point} was timed at {s.median_ms:.3g} ms, faster than {spec.id} can run on "
+            f"{n} x {gpu.id}: at least {floor.ms:.3g} ms = {floor.how} (refused below "
+            f"{TOLERANCE:.0%} of that). Is it another model (a smaller or MoE one), more "
+            "GPUs or narrower weights than imported? Choose the model, GPU and dtype that ran",
+            file=s.source,
+        )
 
 
 def resolve_gpu(parsed: list[Parsed], gpu: str, gpus: dict[str, GPUSpec]) -> GPUSpec:
@@ -262,10 +305,13 @@ def build(
         )
     spec = resolve_model(parsed, target, models)
     gpu_spec = resolve_gpu(parsed, gpu, gpus)
-    dtype = next((p.dtype for p in parsed if p.dtype), "bf16")
+    dtype = next((p.dtype for p in parsed if p.dtype), spec.checkpoint_dtype)
     steps, serving, notes = _contents(parsed, method, k)
     versions = sorted({p.version for p in parsed if p.version})
     num_gpus = max(p.num_gpus for p in parsed)
+    check_steps(steps, spec, gpu_spec, dtype, num_gpus)
+    warnings = model_warnings(parsed, spec, models)
+    notes = [*warnings, *notes]
     raw = _document(spec, gpu_spec, dtype, steps, command)
     raw["engine"] = {
         "name": engines.pop(),
@@ -280,7 +326,8 @@ def build(
     fit = fit_engine_step(profile.serving_points, setup)
     raw["engine"]["fit"] = {**fit.summary(), **setup.record()}
     profile = profile_from_dict(raw, "import")
-    return Imported(profile, fit, tuple(notes), speedups(profile.serving_points, fit.table))
+    pairs = speedups(profile.serving_points, fit.table)
+    return Imported(profile, fit, tuple(notes), pairs, tuple(warnings))
 
 
 def _contents(parsed: list[Parsed], method: str, k: int | None):

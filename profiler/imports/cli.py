@@ -98,6 +98,7 @@ def report(imported) -> str:
     lines = [
         f"engine: {e['name']} {e['version']} ({e['format']})",
         f"model: {p.models[0].id} on {p.device.name}",
+        *(f"warning: {w}" for w in imported.warnings),
         f"decode/prefill forwards: {len(p.measurements)}; serving points: {len(p.serving_points)}",
         *imported.fit.lines(),
     ]
@@ -107,7 +108,7 @@ def report(imported) -> str:
     if len(imported.speedups):
         lines += ["", "measured speedups (speculative against plain at the same load):"]
         lines.append(imported.speedups.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    lines += [f"note: {n}" for n in imported.notes]
+    lines += [f"note: {n}" for n in imported.notes if n not in imported.warnings]
     return "\n".join(lines)
 
 

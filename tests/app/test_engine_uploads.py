@@ -162,3 +162,42 @@ def test_calibrating_with_an_engine_profile_applies_its_host_cost(app):
     fitted = build(parsed, gpu="h200", method="eagle3").fit.fitted_ms
     lines = [c.value for c in at.caption if "engine host cost" in c.value]
     assert lines and "h200" in lines[0] and f"{fitted:.3f} ms" in lines[0]
+
+
+def _one_batch(decode_s: float) -> tuple[str, bytes, str]:
+    """An SGLang bench_one_batch line: batch 1, input 2048, output 32, a 0.1 s prefill."""
+    line = {
+        "run_name": "gb200",
+        "batch_size": 1,
+        "input_len": 2048,
+        "output_len": 32,
+        "prefill_latency": 0.1,
+        "median_decode_latency": decode_s,
+    }
+    return "one_batch.jsonl", json.dumps(line).encode(), "application/json"
+
+
+def test_an_impossible_import_is_refused_naming_the_point_and_the_bound(app):
+    """Issue 34 wrong answer 3: a 3.3 ms decode step (Qwen3-30B-A3B's) imported as the dense
+    qwen3-32b on GB200, whose weights take 8 ms to read, calibrates nothing."""
+    at = app("profiles")
+    _open(at)
+    at.selectbox(key="engine_target").set_value("qwen3-32b")
+    _upload(at, [_one_batch(0.0033)], gpu="gb200", method="mtp")
+    errors = [shown(e.value) for e in at.error]
+    assert any("decode step at batch 1" in e and "3.3 ms" in e and "8.03 ms" in e for e in errors)
+    assert any("GB/s peak" in e and "one_batch.jsonl" in e for e in errors)
+    assert not any(
+        o.startswith("uploaded: sglang-import") for o in at.selectbox(key="calibrate_with").options
+    )
+    at.selectbox(key="engine_target").set_value("qwen3-30b-a3b").run()
+    assert not at.error and any("2 forwards" in s.value for s in at.success)
+
+
+def test_a_file_recording_another_model_says_so(app):
+    at = app("profiles")
+    _open(at)
+    at.selectbox(key="engine_target").set_value("llama-3.1-70b")
+    _upload(at, [_file(SERVE[0])], method="(as the files record it)")
+    warnings = [shown(w.value) for w in at.warning]
+    assert any("meta-llama/Llama-3.1-8B-Instruct" in w and "llama-3.1-70b" in w for w in warnings)

@@ -435,3 +435,77 @@ def test_vllm_serve_append_result_is_one_object_a_line():
     lines = b"\n".join(json.dumps(json.loads(data(n))).encode() for n in SERVE)
     p = parse_file(lines, "appended.json")
     assert [pt.speculative for pt in p.serving] == [False, True]
+
+
+# ------------------------------------------------- issue 34: physically possible imports
+
+
+def _one_batch(tmp_path, decode_s: float, prefill_s: float = 0.1, batch: int = 1):
+    """An SGLang bench_one_batch line (batch, input 2048, output 32) with these times."""
+    line = {
+        "run_name": "gb200",
+        "batch_size": batch,
+        "input_len": 2048,
+        "output_len": 32,
+        "prefill_latency": prefill_s,
+        "median_decode_latency": decode_s,
+    }
+    return parse_file(json.dumps(line).encode(), "one_batch.jsonl")
+
+
+def test_a_decode_step_faster_than_reading_the_weights_is_refused(tmp_path):
+    """Issue 34 wrong answer 3: Qwen3-30B-A3B's 3.3 ms decode step imported as the dense
+    qwen3-32b on GB200, whose bf16 weights alone take 8 ms to read at 8,000 GB/s."""
+    p = _one_batch(tmp_path, 0.0033)
+    with pytest.raises(InputError) as err:
+        build([p], target="qwen3-32b", gpu="gb200")
+    msg = str(err.value)
+    assert err.value.file == "one_batch.jsonl"
+    assert "decode step at batch 1, context 2,064 tokens" in msg and "3.3 ms" in msg
+    assert "at least 8.03 ms" in msg and "GB of bf16 weights" in msg
+    assert "/ (1 x gb200 x 8000 GB/s peak)" in msg
+    # The same file as the MoE model that ran: its active experts read in under 1 ms.
+    imported = build([p], target="qwen3-30b-a3b", gpu="gb200")
+    assert len(imported.profile.measurements) == 2
+
+
+def test_a_prefill_faster_than_its_flops_is_refused(tmp_path):
+    p = _one_batch(tmp_path, 0.009, prefill_s=0.005)
+    with pytest.raises(InputError, match=r"batch 1 x 2,048 tokens.*TFLOP/s peak"):
+        build([p], target="qwen3-32b", gpu="gb200")
+
+
+def test_a_moe_step_near_its_active_weights_is_kept(tmp_path):
+    """The MoE bound counts only top-k experts per layer: a batch-64 step of
+    qwen3-30b-a3b at 1.8 ms on GB200 (above its 1.57 ms floor) is a real run."""
+    p = _one_batch(tmp_path, 0.0018, prefill_s=0.5, batch=64)
+    imported = build([p], target="qwen3-30b-a3b", gpu="gb200")
+    assert imported.profile.measurements["median_ms"].min() == pytest.approx(1.8)
+
+
+def test_every_bundled_fixture_is_above_its_bound():
+    from profiler.imports.bounds import step_floor
+    from simulator.inputs.catalog import default_gpus, default_models
+
+    spec, gpu = default_models()["llama-3.1-8b"], default_gpus()["h200"]
+    runs = [r for n in LATENCY for r in parsed(n).latency_runs]
+    steps = [*parsed(SGL).steps, *latency_steps(runs)[0]]
+    ratios = [
+        s.median_ms / step_floor(spec, gpu, "bf16", 1, s.batch, s.query_len, s.context_len).ms
+        for s in steps
+    ]
+    assert min(ratios) > 1.5
+
+
+def test_a_recorded_model_other_than_the_chosen_one_is_said(tmp_path, capsys):
+    imported = build([parsed(SERVE[0])], target="llama-3.1-70b", gpu="h200")
+    (warning,) = imported.warnings
+    assert "records the model 'meta-llama/Llama-3.1-8B-Instruct'" in warning
+    assert "llama-3.1-8b" in warning and "not the chosen llama-3.1-70b" in warning
+    assert warning in imported.profile.engine["notes"]
+    assert build([parsed(SERVE[0])], gpu="h200").warnings == ()
+    out = tmp_path / "p.json"
+    argv = ["import", str(FIXTURES / SERVE[0]), "--target", "llama-3.1-70b", "--gpu", "h200"]
+    assert main([*argv, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[2].startswith("warning: ") and "not the chosen llama-3.1-70b" in printed[2]
