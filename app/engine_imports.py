@@ -47,7 +47,7 @@ POINT_COLUMNS = {
 
 @st.cache_data(show_spinner="Reading the benchmark files and fitting...", max_entries=8)
 def _import(files: tuple[tuple[str, bytes], ...], options: tuple) -> Imported:
-    target, gpu, version, method, k, shapes_text = options
+    target, gpu, version, method, k, acceptance, shapes_text = options
     shapes = parse_shapes([line.strip() for line in shapes_text.splitlines() if line.strip()])
     parsed = [parse_file(data, name, shape=shapes.get(name)) for name, data in files]
     names = ", ".join(name for name, _ in files)
@@ -58,6 +58,7 @@ def _import(files: tuple[tuple[str, bytes], ...], options: tuple) -> Imported:
         engine_version=version,
         method=method,
         k=k,
+        acceptance=acceptance,
         command=f"uploaded to the Profiles page: {names}"[:500],
     )
 
@@ -76,12 +77,23 @@ def _options(container) -> tuple:
         key="engine_method",
         persist_state="session",
     )
-    d = container.columns([1, 1, 2])
+    d = container.columns([1, 1, 1, 2])
     k = d[0].number_input("K (0: as recorded)", 0, 16, 0, key="engine_k", persist_state="session")
-    version = d[1].text_input(
+    acceptance = d[1].number_input(
+        "Acceptance length (0: as recorded)",
+        0.0,
+        17.0,
+        0.0,
+        0.1,
+        key="engine_acceptance",
+        persist_state="session",
+        help="Mean tokens per verify step (1 to K + 1) of a speculating server whose files "
+        "do not record it; without it such points stay unpriced.",
+    )
+    version = d[2].text_input(
         "Engine version", "", max_chars=40, key="engine_version", persist_state="session"
     )
-    shapes = d[2].text_area(
+    shapes = d[3].text_area(
         "vllm bench latency shapes, one per file: NAME=BATCH,INPUT,OUTPUT",
         "",
         max_chars=2000,
@@ -90,7 +102,16 @@ def _options(container) -> tuple:
         persist_state="session",
         help="Its JSON does not record --batch-size, --input-len or --output-len.",
     )
-    return _given(target), _given(gpu), version.strip(), _given(method), int(k) or None, shapes
+    given = float(acceptance) or None
+    return (
+        _given(target),
+        _given(gpu),
+        version.strip(),
+        _given(method),
+        int(k) or None,
+        given,
+        shapes,
+    )
 
 
 def _given(choice: str) -> str:

@@ -19,7 +19,14 @@ import pandas as pd
 
 from profiler.imports.bounds import TOLERANCE, step_floor
 from profiler.imports.common import Parsed, StepPoint
-from profiler.imports.fit import EngineFit, Setup, fit_engine_step
+from profiler.imports.fit import (
+    EngineFit,
+    Setup,
+    check_acceptance,
+    fit_engine_step,
+    given_acceptance,
+    method_name,
+)
 from simulator.errors import InputError
 from simulator.inputs.catalog import default_gpus, default_models
 from simulator.inputs.profile import SCHEMA, Profile, profile_from_dict
@@ -288,21 +295,18 @@ def build(
     method: str = "",
     draft: str = "",
     k: int | None = None,
+    acceptance: float | None = None,
     command: str = "",
     models: dict[str, ModelSpec] | None = None,
     gpus: dict[str, GPUSpec] | None = None,
 ) -> Imported:
-    """The profile of `parsed` files (one engine, one model, one GPU) with its fit."""
+    """The profile of `parsed` files (one engine, one model, one GPU) with its fit.
+    `method`, `k` and `acceptance` (mean tokens per verify step) are what the speculating
+    server ran where the files do not say (`_contents`)."""
     models = default_models() if models is None else models
     gpus = default_gpus() if gpus is None else gpus
-    if not parsed:
-        raise InputError("no files to import")
-    engines = {p.engine for p in parsed}
-    if len(engines) > 1:
-        raise InputError(
-            f"files from several engines ({', '.join(sorted(engines))}): import "
-            "one engine's files at a time"
-        )
+    engine = _engine(parsed, method)
+    acceptance = check_acceptance(acceptance, "--acceptance")
     spec = resolve_model(parsed, target, models)
     gpu_spec = resolve_gpu(parsed, gpu, gpus)
     dtype = next((p.dtype for p in parsed if p.dtype), spec.checkpoint_dtype)
@@ -314,7 +318,7 @@ def build(
     notes = [*warnings, *notes]
     raw = _document(spec, gpu_spec, dtype, steps, command)
     raw["engine"] = {
-        "name": engines.pop(),
+        "name": engine,
         "version": engine_version or ", ".join(versions) or "unrecorded",
         "format": ", ".join(sorted({p.format for p in parsed})),
         "files": [p.source for p in parsed],
@@ -322,12 +326,33 @@ def build(
     }
     raw["serving_points"] = serving
     profile = profile_from_dict(raw, "import")
-    setup = Setup(spec.id, gpu_spec.id, num_gpus=num_gpus, weight_dtype=dtype, draft=draft, k=k)
+    setup = Setup(spec.id, gpu_spec.id, num_gpus, dtype, draft=draft, k=k, acceptance=acceptance)
+    notes += _acceptance_notes(profile.serving_points, acceptance)
+    raw["engine"]["notes"] = "; ".join(notes)
     fit = fit_engine_step(profile.serving_points, setup)
     raw["engine"]["fit"] = {**fit.summary(), **setup.record()}
     profile = profile_from_dict(raw, "import")
     pairs = speedups(profile.serving_points, fit.table)
     return Imported(profile, fit, tuple(notes), pairs, tuple(warnings))
+
+
+def _engine(parsed: list[Parsed], method: str) -> str:
+    """The one engine of the files; refused when none, several, or `method` is unknown."""
+    if not parsed:
+        raise InputError("no files to import")
+    if method and not method_name(method):
+        raise InputError(
+            f"unknown method '{method[:40]}' (known: eagle, eagle3, mtp, medusa, ngram, "
+            "draft_model)",
+            field="--method",
+        )
+    engines = {p.engine for p in parsed}
+    if len(engines) > 1:
+        raise InputError(
+            f"files from several engines ({', '.join(sorted(engines))}): import "
+            "one engine's files at a time"
+        )
+    return engines.pop()
 
 
 def _contents(parsed: list[Parsed], method: str, k: int | None):
@@ -339,9 +364,8 @@ def _contents(parsed: list[Parsed], method: str, k: int | None):
     steps += lat_steps
     notes += lat_notes
     serving = [s.row() for p in parsed for s in p.serving]
+    notes += _apply_method(serving, method)
     for row in serving:
-        if row["speculative"] and method:
-            row["method"] = method
         if row["speculative"] and row["k"] is None and k is not None:
             row["k"] = k
     if not steps and not serving:
@@ -350,6 +374,38 @@ def _contents(parsed: list[Parsed], method: str, k: int | None):
             file=", ".join(p.source for p in parsed),
         )
     return steps, serving, notes
+
+
+def _apply_method(serving: list[dict], method: str) -> list[str]:
+    """Give the user's `method` to the serving rows, in place: to those the files mark
+    speculative, or, where no file marks any, to every row (the user says the server
+    speculated; such rows record no acceptance). The notes that say which."""
+    if not method or method_name(method) == "none":
+        return []
+    marked = any(row["speculative"] for row in serving)
+    for row in serving:
+        if row["speculative"] or not marked:
+            row["speculative"], row["method"] = True, method
+    if marked or not serving:
+        return []
+    return [
+        f"no file records speculation: --method {method} takes its {len(serving)} serving "
+        "point(s) for the speculating server's, so they are not fitted on as plain runs "
+        "(import the plain server's results without --method to fit the host cost)"
+    ]
+
+
+def _acceptance_notes(points: pd.DataFrame, acceptance: float | None) -> list[str]:
+    """What the user's acceptance length was used for, if anything."""
+    n = int(given_acceptance(points).sum())
+    if acceptance is None:
+        return []
+    if not n:
+        return [f"--acceptance {acceptance:g} not used: every speculative point records its own"]
+    return [
+        f"acceptance length {acceptance:g} from --acceptance for {n} speculative point(s) that "
+        "record none (given, not measured: the host cost is not fitted on them)"
+    ]
 
 
 def _document(spec: ModelSpec, gpu_spec: GPUSpec, dtype: str, steps, command: str) -> dict:

@@ -50,6 +50,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--draft", default="", help="draft model id, with --method draft_model")
     p.add_argument("--k", type=int, help="speculative tokens K, when the file does not say")
     p.add_argument(
+        "--acceptance",
+        type=float,
+        help="mean acceptance length (tokens per verify step, 1 to K + 1) of the speculating "
+        "server, when the file does not record it; without it such points stay unpriced",
+    )
+    p.add_argument(
         "--latency-shape",
         action="append",
         default=[],
@@ -136,6 +142,7 @@ def run_from_args(args: argparse.Namespace, argv: list[str]) -> int:
             method=args.method,
             draft=args.draft,
             k=args.k,
+            acceptance=args.acceptance,
             command="python -m profiler " + shlex.join(argv),
         )
     except InputError as exc:

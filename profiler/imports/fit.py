@@ -5,7 +5,9 @@ server's method and acceptance when it speculated) and `simulator.model.predict`
 One term is fitted, `engine_step_ms` (the host cost of one engine step: scheduling, input
 preparation, sampling, output processing; `simulator.model.defaults`), minimising the squared log
 error of predicted against measured TPOT over the plain (non-speculative) points, or over
-every point when there is no plain one. The host cost of a step does not depend on
+every point when there is no plain one, save the speculative points whose acceptance the
+user gave (`Setup.acceptance`): fitted on, a guessed acceptance would turn into host cost.
+The host cost of a step does not depend on
 speculation, so the speculative points then test the model out of sample: their error
 after the fit is the error of a predicted speedup's TPOT. TPOT grows with the term
 at every point, so the error has one minimum, found by golden-section search. The other
@@ -71,7 +73,20 @@ class EngineFit:
         }
 
     def lines(self) -> list[str]:
+        """The fit, then each serving point left unpriced with the reason."""
+        return self._fit_lines() + [
+            f"not priced: {r['source']}: {r['reason']}"
+            for _, r in self.table.iterrows()
+            if r["reason"]
+        ]
+
+    def _fit_lines(self) -> list[str]:
         if self.fitted_ms is None:
+            if self.table["predicted_before_ms"].notna().any():
+                return [
+                    f"{self.term}: not fitted (no plain point, and the speculative points' "
+                    f"acceptance was given, not measured): {self.default_ms:g} ms (default)"
+                ]
             return [f"{self.term}: not fitted (no serving point could be priced)"]
         lines = [
             f"{self.term}: {self.default_ms:g} ms (default) -> {self.fitted_ms:.3f} ms fitted "
@@ -98,8 +113,9 @@ def method_name(raw: str) -> str:
 @dataclass(frozen=True)
 class Setup:
     """What the serving points ran: the catalog target and GPU, tensor-parallel GPUs, weight
-    dtype, and for speculative points the draft model ("" for a head) and K where the files
-    do not record it. The fit records it (`record`) so that it can be redone (`of`)."""
+    dtype, and for speculative points the draft model ("" for a head), K and the mean
+    acceptance length (tokens per verify step) where the files do not record them. The fit
+    records it (`record`) so that it can be redone (`of`)."""
 
     target: str
     gpu: str
@@ -107,6 +123,7 @@ class Setup:
     weight_dtype: str = "bf16"
     draft: str = ""
     k: int | None = None
+    acceptance: float | None = None
 
     def record(self) -> dict:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -121,7 +138,24 @@ class Setup:
             weight_dtype=str(fit.get("weight_dtype") or "bf16"),
             draft=str(fit.get("draft") or ""),
             k=fit.get("k"),
+            acceptance=check_acceptance(fit.get("acceptance"), "engine.fit.acceptance"),
         )
+
+
+def check_acceptance(value, field: str) -> float | None:
+    """A given mean acceptance length: a finite number of tokens per verify step, 1 to 65;
+    None when not given."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(f"expected a number, got {type(value).__name__}", field=field)
+    if not 1.0 <= value <= 65.0:
+        raise InputError(
+            f"{value:g} is not a mean acceptance length: tokens per verify step, 1 to K + 1 "
+            "(vLLM's spec_decode_acceptance_length)",
+            field=field,
+        )
+    return float(value)
 
 
 def scenarios(points: pd.DataFrame, setup: Setup):
@@ -129,7 +163,7 @@ def scenarios(points: pd.DataFrame, setup: Setup):
     draft, k = setup.draft, setup.k
     rows, index, reasons = [], [], {}
     for i, p in points.iterrows():
-        why = _unpriced(p, draft, k)
+        why = _unpriced(p, setup)
         if why:
             reasons[i] = why
             continue
@@ -156,14 +190,29 @@ def scenarios(points: pd.DataFrame, setup: Setup):
                 row["k"] = len(p["acceptance_per_position"].split(";"))
             else:
                 kk = int(p["k"]) if not pd.isna(p["k"]) else k
-                row["k"] = max(int(kk), math.ceil(p["acceptance_length"] - 1))
-                row["mean_accepted_tokens"] = p["acceptance_length"]
+                length = _acceptance(p, setup)
+                row["k"] = max(int(kk), math.ceil(length - 1))
+                row["mean_accepted_tokens"] = length
         rows.append(row)
         index.append(i)
     return pd.DataFrame(rows), index, reasons
 
 
-def _unpriced(p: pd.Series, draft: str, k: int | None) -> str:
+def _acceptance(p: pd.Series, setup: Setup) -> float:
+    """The point's measured mean acceptance length, else the one the user gave."""
+    return setup.acceptance if pd.isna(p["acceptance_length"]) else p["acceptance_length"]
+
+
+def given_acceptance(points: pd.DataFrame) -> np.ndarray:
+    """Speculative points that record no acceptance (priced, if at all, with the user's)."""
+    return (
+        points["speculative"].to_numpy(bool)
+        & points["acceptance_length"].isna().to_numpy()
+        & (points["acceptance_per_position"] == "").to_numpy()
+    )
+
+
+def _unpriced(p: pd.Series, setup: Setup) -> str:
     if math.isnan(p["tpot_ms"]):
         return "no TPOT measured"
     if math.isnan(p["concurrency"]) and math.isnan(p["request_rate"]):
@@ -175,9 +224,14 @@ def _unpriced(p: pd.Series, draft: str, k: int | None) -> str:
     method = method_name(p["method"])
     if not method or method == "none":
         return "the server speculated but the method is not recorded: give --method"
-    if method == "draft_model" and not draft:
+    if method == "draft_model" and not setup.draft:
         return "a draft model speculated: give --draft"
-    if not p["acceptance_per_position"] and pd.isna(p["k"]) and k is None:
+    if not p["acceptance_per_position"] and pd.isna(_acceptance(p, setup)):
+        return (
+            "the server speculated but its acceptance is not recorded: give --acceptance "
+            "(mean tokens per verify step) to price it"
+        )
+    if not p["acceptance_per_position"] and pd.isna(p["k"]) and setup.k is None:
         return "K is not recorded: give --k"
     return ""
 
@@ -225,6 +279,9 @@ def fit_engine_step(
             "predicted_before_ms": np.nan,
             "predicted_after_ms": np.nan,
             "reason": pd.Series(reasons, dtype=object).reindex(points.index).fillna(""),
+            "fitted_on": False,
+            "error_before": np.nan,
+            "error_after": np.nan,
         }
     )
     default = float(getattr(defaults, TERM))
@@ -239,7 +296,7 @@ def fit_engine_step(
         ) from None
     usable = np.isfinite(before)
     plain = usable & (sc["method"] == "none").to_numpy()
-    fit_on = plain if plain.any() else usable
+    fit_on = plain if plain.any() else usable & ~given_acceptance(points.loc[index])
 
     def score(x: float) -> float:
         pred = _tpot(sc, x, defaults)[fit_on]
@@ -249,7 +306,6 @@ def fit_engine_step(
     after = _tpot(sc, fitted, defaults) if fitted is not None else np.full(len(sc), np.nan)
     table.loc[index, "predicted_before_ms"] = before
     table.loc[index, "predicted_after_ms"] = after
-    table["fitted_on"] = False
     table.loc[index, "fitted_on"] = fit_on
     table["error_before"] = table["predicted_before_ms"] / table["measured_tpot_ms"] - 1
     table["error_after"] = table["predicted_after_ms"] / table["measured_tpot_ms"] - 1

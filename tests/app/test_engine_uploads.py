@@ -201,3 +201,22 @@ def test_a_file_recording_another_model_says_so(app):
     _upload(at, [_file(SERVE[0])], method="(as the files record it)")
     warnings = [shown(w.value) for w in at.warning]
     assert any("meta-llama/Llama-3.1-8B-Instruct" in w and "llama-3.1-70b" in w for w in warnings)
+
+
+def test_the_method_chosen_for_a_plain_looking_file_is_kept(app):
+    """Issue 34 wrong answer 4: a `vllm bench serve` result without acceptance keys, uploaded
+    with the method MTP, is a speculative run: not fitted on as a plain one, unpriced with
+    the reason until its acceptance length is given, then priced."""
+    at = app("profiles")
+    _open(at)
+    at.number_input(key="engine_k").set_value(3)
+    _upload(at, [_file(SERVE[0])], method="mtp")
+    points = next(d.value for d in at.dataframe if "measured TPOT (ms)" in d.value.columns)
+    assert points["speculative"].tolist() == [True] and not points["fitted on"].any()
+    assert "give --acceptance" in points["not priced because"].iloc[0]
+    assert any("not priced" in t.value and "acceptance" in t.value for t in at.text)
+    at.number_input(key="engine_acceptance").set_value(2.4).run()
+    assert not at.exception and not at.error
+    rows = _your_engine(at)
+    assert rows["predicted, default costs (ms)"].notna().all() and not rows["fitted on"].any()
+    assert rows["not priced because"].tolist() == [""]

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from profiler.cli import main
 from profiler.imports import detect, parse_file
-from profiler.imports.build import build, latency_steps
+from profiler.imports.build import build, latency_steps, refit
 from profiler.imports.fit import method_name
 from simulator.errors import InputError
 from simulator.inputs.profile import (
@@ -509,3 +509,57 @@ def test_a_recorded_model_other_than_the_chosen_one_is_said(tmp_path, capsys):
     assert main([*argv, "--out", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[2].startswith("warning: ") and "not the chosen llama-3.1-70b" in printed[2]
+
+
+# ------------------------------------------------------- issue 34: --method is honoured
+
+
+def test_a_method_given_for_a_file_without_acceptance_is_a_speculative_run():
+    """Issue 34 wrong answer 4: `--method mtp` on a vllm bench serve result that has no
+    acceptance keys stored a plain run, and plain runs are what the host cost is fitted on."""
+    imported = build([parsed(SERVE[0])], gpu="h200", method="mtp", k=3)
+    points = imported.profile.serving_points
+    assert points["speculative"].tolist() == [True] and points["method"].tolist() == ["mtp"]
+    fit = imported.fit
+    assert fit.fitted_ms is None and fit.points == 0 and not fit.table["fitted_on"].any()
+    assert "acceptance is not recorded: give --acceptance" in fit.table["reason"].iloc[0]
+    headline = "\n".join(fit.lines())
+    assert "not priced" in headline and SERVE[0] in headline and "--acceptance" in headline
+    assert any("--method mtp" in n and "speculating server" in n for n in imported.notes)
+
+
+def test_a_given_acceptance_prices_the_run_without_fitting_on_it():
+    imported = build([parsed(SERVE[0])], gpu="h200", method="mtp", k=3, acceptance=2.4)
+    row = imported.fit.table.iloc[0]
+    assert np.isfinite(row["predicted_before_ms"]) and row["reason"] == ""
+    assert not row["fitted_on"] and imported.fit.fitted_ms is None
+    assert imported.profile.engine["fit"]["acceptance"] == 2.4
+    assert any("acceptance length 2.4" in n and "not measured" in n for n in imported.notes)
+    assert any("not fitted" in line for line in imported.fit.lines())
+    again = refit(load_profile(profile_to_json(imported.profile).encode(), name="p.json"))
+    assert again.table["predicted_before_ms"].iloc[0] == pytest.approx(row["predicted_before_ms"])
+
+
+@pytest.mark.parametrize(
+    "kw,field",
+    [
+        ({"acceptance": 0.5}, "--acceptance"),
+        ({"acceptance": float("nan")}, "--acceptance"),
+        ({"method": "lookahead"}, "--method"),
+    ],
+)
+def test_a_bad_method_or_acceptance_is_refused(kw, field):
+    with pytest.raises(InputError) as err:
+        build([parsed(SERVE[0])], gpu="h200", **{"method": "mtp", "k": 3, **kw})
+    assert err.value.field == field
+
+
+def test_cli_import_keeps_the_method_and_takes_the_acceptance(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    argv = ["import", str(FIXTURES / SERVE[0]), "--gpu", "h200", "--method", "mtp"]
+    assert main([*argv, "--out", str(out)]) == 0
+    p = load_profile(out)
+    assert p.serving_points["speculative"].tolist() == [True]
+    assert "give --acceptance" in capsys.readouterr().out
+    assert main([*argv, "--k", "3", "--acceptance", "2.4", "--out", str(out)]) == 0
+    assert refit(load_profile(out)).table["predicted_before_ms"].notna().all()
