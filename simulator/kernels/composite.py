@@ -88,9 +88,17 @@ GPUs. A GEMM that reads half the bytes of bf16 cannot be 27x slower; the floor i
 collection's, and vLLM's MiniMax-M2.5 fp8 runs on B200 (measured 9-55 ms a step) were
 priced 2-5x too slow by it. The MoE tables are not affected."""
 
+FP8_BLOCK_RETRY = True
+"""fp8 weights on a bf16 checkpoint (a scenario's `weight_dtype` fp8 on GLM-5, Qwen3.5-397B)
+are priced as block-scaled fp8 where the package has no per-tensor fp8 table for the point:
+the vendors' own fp8 releases of these models (zai-org/GLM-5-FP8, Qwen/Qwen3.5-397B-A17B-FP8,
+deepseek-ai/DeepSeek-V3) are block-scaled, and aiconfigurator-core 0.12.0 collects
+SGLang's DSA attention of GLM-5 and its 512-expert MoE only in that format. The label says
+so ("fp8 as block-scaled fp8")."""
+
 LM_HEAD_OP = "generation_logits_gemm"
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 """Bumped whenever what a surface holds or how it is sampled changes: surfaces cached on
 disk under another format are rebuilt."""
 
@@ -157,6 +165,32 @@ class _Engine:
         return float(self.handle.predict_prefill_latency(max(prompts, 1), int(prompt_len)))
 
 
+def quant_attempts(
+    aic_model: str, system: str, engine: str, weight_dtype: str, checkpoint_dtype: str
+) -> list[tuple[str | None, str | None, str]]:
+    """The (GEMM, MoE) quant modes to price a row with, in order, each with the note its
+    surface's label carries ("" for the first). None: the checkpoint config's own modes.
+
+    fp8 weights on a checkpoint released in another dtype are per-tensor fp8 first, then
+    block-scaled fp8 (`FP8_BLOCK_RETRY`) where the package has no per-tensor table for the
+    point. Raises `NoSurface` for a weight dtype the package has no quant mode for."""
+    if weight_dtype not in QUANT_MODES:
+        raise NoSurface(f"no kernel tables for weights {weight_dtype}")
+    if weight_dtype == checkpoint_dtype:
+        gemm, moe = None, None
+    else:
+        gemm, moe = QUANT_MODES[weight_dtype]
+    if weight_dtype == "fp8" and engine in FP8_GEMM_AS:
+        gemm = FP8_GEMM_AS[engine]
+    if moe is None and engine == "trtllm" and _mxfp4_experts(aic_model) and _blackwell(system):
+        moe = "w4a8_mxfp4_mxfp8"
+    out = [(gemm, moe, "")]
+    if weight_dtype == "fp8" and checkpoint_dtype != "fp8":
+        block = FP8_GEMM_AS.get(engine, "fp8_block")
+        out.append((block, "fp8_block", "fp8 as block-scaled fp8"))
+    return out
+
+
 def compile_engine(
     aic_model: str,
     system: str,
@@ -166,17 +200,17 @@ def compile_engine(
     checkpoint_dtype: str,
     kv_dtype: str,
     layout: Layout,
+    modes: tuple[str | None, str | None] | None = None,
 ):
-    """The package's compiled engine of the model, or raises `NoSurface` saying why."""
+    """The package's compiled engine of the model at `modes` (GEMM, MoE quant modes;
+    default the first of `quant_attempts`), or raises `NoSurface` saying why."""
     from aiconfigurator_core.sdk.engine import EngineHandle
 
     if kv_dtype not in KV_MODES or weight_dtype not in QUANT_MODES:
         raise NoSurface(f"no kernel tables for weights {weight_dtype} / KV {kv_dtype}")
-    gemm, moe = (None, None) if weight_dtype == checkpoint_dtype else QUANT_MODES[weight_dtype]
-    if weight_dtype == "fp8" and engine in FP8_GEMM_AS:
-        gemm = FP8_GEMM_AS[engine]
-    if moe is None and engine == "trtllm" and _mxfp4_experts(aic_model) and _blackwell(system):
-        moe = "w4a8_mxfp4_mxfp8"
+    if modes is None:
+        modes = quant_attempts(aic_model, system, engine, weight_dtype, checkpoint_dtype)[0][:2]
+    gemm, moe = modes
     try:
         return EngineHandle.compile(
             aic_model,
@@ -239,26 +273,38 @@ def build_composite(
 ) -> KernelSurface:
     """The surface of one combination (module docstring). Raises `NoSurface` where the
     package cannot price it (a layout its tables lack, a dtype the GPU has no kernels for)."""
-    handle = compile_engine(
-        aic_model, system, engine, version, weight_dtype, checkpoint_dtype, kv_dtype, layout
-    )
-    eng = _Engine(handle, layout.attention_dp_size)
+    attempts = quant_attempts(aic_model, system, engine, weight_dtype, checkpoint_dtype)
+    if not FP8_BLOCK_RETRY:
+        attempts = attempts[:1]
+    first = None
+    for attempt in attempts:
+        try:
+            handle = compile_engine(
+                aic_model,
+                system,
+                engine,
+                version,
+                weight_dtype,
+                checkpoint_dtype,
+                kv_dtype,
+                layout,
+                attempt[:2],
+            )
+            eng = _Engine(handle, layout.attention_dp_size)
+            sampled = _sample(eng, float(num_layers))
+            note = attempt[2]
+            break
+        except NoSurface as exc:
+            first = first or exc
+    else:
+        raise first
+    lm_head, token_bound, attn, chunk, prefill = sampled
     layers = float(num_layers)
-    try:
-        lm_head = np.array([eng.lm_head(m) for m in M_GRID])
-        token_bound = np.array([eng.decode(m, 1.0) for m in M_GRID]) - lm_head
-        attn = _attention(eng) / layers
-        chunk = float(np.interp(PREFILL_CHUNK * eng.dp, M_GRID, token_bound)) / (
-            PREFILL_CHUNK * eng.dp
-        )
-        prefill = np.array([_prefill_per_token(eng, p) for p in P_GRID])
-    except Exception as exc:  # PerfDataNotAvailableError and kin: a table the layout lacks
-        raise NoSurface(f"aiconfigurator-core has no tables for this point: {exc}") from None
     layer = np.maximum.accumulate(np.maximum(token_bound, 0.0)) / layers
     dense = _dense_gemms(system, engine, version, weight_dtype, hidden, layout.tp_size)
     return KernelSurface(
         label=f"kernels:{engine}-{_literal_version(system, engine, version)}/"
-        f"{system.split('_')[0]} {layout.describe()}",
+        f"{system.split('_')[0]} {layout.describe()}" + (f" ({note})" if note else ""),
         layers=layers,
         m_grid=M_GRID,
         layer_ms=layer,
@@ -270,6 +316,22 @@ def build_composite(
         prefill_attn_per_token_ms=np.maximum(prefill - chunk, 0.0) / layers,
         **dense,
     )
+
+
+def _sample(eng: _Engine, layers: float) -> tuple:
+    """(lm_head, token-bound, attention / layers, chunk ms per token, prefill per token) on
+    the surface's grids, or raises `NoSurface` where a table the layout needs is missing."""
+    try:
+        lm_head = np.array([eng.lm_head(m) for m in M_GRID])
+        token_bound = np.array([eng.decode(m, 1.0) for m in M_GRID]) - lm_head
+        attn = _attention(eng) / layers
+        chunk = float(np.interp(PREFILL_CHUNK * eng.dp, M_GRID, token_bound)) / (
+            PREFILL_CHUNK * eng.dp
+        )
+        prefill = np.array([_prefill_per_token(eng, p) for p in P_GRID])
+    except Exception as exc:  # PerfDataNotAvailableError and kin: a table the layout lacks
+        raise NoSurface(f"aiconfigurator-core has no tables for this point: {exc}") from None
+    return lm_head, token_bound, attn, chunk, prefill
 
 
 def _attention(eng: _Engine) -> np.ndarray:

@@ -225,3 +225,35 @@ def test_trtllm_serves_mxfp4_experts_with_mxfp8_activations_on_blackwell_only():
         label = _step(gpt, system, "trtllm", "fp4", lay)
         step = ours.decode_step_latency(4, 2047, 0)
         assert (step < 0.8 * label) if faster else step == pytest.approx(label)
+
+
+def test_fp8_on_a_bf16_checkpoint_falls_back_to_block_scaled_fp8(monkeypatch):
+    """GLM-5 (bf16 checkpoint) served at fp8 on SGLang: the package collects its DSA
+    attention only with block-scaled fp8 GEMMs, so per-tensor fp8 left all 76 silicon runs
+    on the roofline (-45%); block-scaled fp8, the vendor's own fp8 release, prices them."""
+    from simulator.kernels import composite
+
+    spec = default_models()["glm-5"]
+    args = (spec.aic_model, spec.num_layers, spec.hidden_size, "h200", "sglang", "", "fp8")
+    lay = Layout(8, 1, 8, 1)
+    monkeypatch.setattr(composite, "FP8_BLOCK_RETRY", False)
+    monkeypatch.setenv("SPECPLAN_SURFACE_CACHE", "off")
+    get_composite.cache_clear()
+    assert get_composite(*args, spec.checkpoint_dtype, "fp8", lay) is None
+    monkeypatch.setattr(composite, "FP8_BLOCK_RETRY", True)
+    get_composite.cache_clear()
+    s = get_composite(*args, spec.checkpoint_dtype, "fp8", lay)
+    get_composite.cache_clear()
+    assert s is not None and s.label.endswith("(fp8 as block-scaled fp8)")
+    assert 0 < float(s.forward_ms(8, 1.0, 2048.0)) < 200
+
+
+def test_a_weight_dtype_without_tables_stays_on_the_roofline():
+    """int8 weights have no quant mode in the package: the roofline, not a KeyError."""
+    spec = default_models()["qwen3-30b-a3b"]
+    rows = pd.DataFrame(
+        {"target": ["qwen3-30b-a3b"], "gpu": ["h200"], "weight_dtype": ["int8"], "engine": "sglang"}
+    )
+    assert spec.aic_model
+    out = predict(rows, break_even=False)
+    assert list(out["latency_source"].astype(str)) == ["roofline"]
