@@ -89,17 +89,22 @@ def cmd_search(args) -> int:
     if args.workers is not None and args.workers < 1:
         raise InputError(f"{args.workers} must be at least 1", field="--workers")
     spec = load_spec(args.spec)
-    runner = RayRunner(args.ray_address, num_cpus=args.workers)
     try:
-        result = run_search(
-            spec,
-            runner=runner,
-            max_configs=args.max_configs,
-            on_plan=lambda plan: _log(plan.describe()),
-            on_result=lambda row, done, total: _log(_line(row, done, total)),
-        )
-    finally:
-        runner.close()
+        runner = RayRunner(args.ray_address, num_cpus=args.workers)
+        try:
+            result = run_search(
+                spec,
+                runner=runner,
+                max_configs=args.max_configs,
+                on_plan=lambda plan: _log(plan.describe()),
+                on_result=lambda row, done, total: _log(_line(row, done, total)),
+            )
+        finally:
+            runner.close()
+    except KeyboardInterrupt:
+        # Ray's start or stage one, before any configuration finished.
+        _log("interrupted before any configuration finished: nothing written")
+        return EXIT_INTERRUPTED
     write_table(result.table, args.out)
     _log(f"{len(result.table)} configurations written to {args.out} in {result.seconds:.1f} s")
     if result.cancelled:

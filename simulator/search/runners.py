@@ -88,29 +88,36 @@ class RayRunner:
         self._owned = False
         address = address or os.environ.get("RAY_ADDRESS") or None
         if not ray.is_initialized():
-            package = str(Path(__file__).resolve().parents[2])
-            if address:
-                # Ship the simulator package to the cluster's workers.
-                simulator_dir = str(Path(__file__).resolve().parents[1])
-                ray.init(
-                    address=address,
-                    runtime_env={"py_modules": [simulator_dir], "env_vars": _model_configs()},
-                    log_to_driver=False,
-                )
-            else:
-                ray.init(
-                    num_cpus=num_cpus or os.cpu_count() or 1,
-                    include_dashboard=False,
-                    runtime_env={
-                        "env_vars": {"PYTHONPATH": _pythonpath(package), **_model_configs()}
-                    },
-                    log_to_driver=False,
-                    configure_logging=False,
-                )
+            try:
+                self._start(ray, address, num_cpus)
+            except KeyboardInterrupt:
+                ray.shutdown()
+                raise
             self._owned = True
         self._task = ray.remote(num_cpus=1, max_retries=max_retries)(fn)
         self._jobs: dict = {}
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+    @staticmethod
+    def _start(ray, address: str | None, num_cpus: int | None) -> None:
+        """Connect to the cluster at `address`, else start a local Ray of `num_cpus`."""
+        package = str(Path(__file__).resolve().parents[2])
+        if address:
+            # Ship the simulator package to the cluster's workers.
+            simulator_dir = str(Path(__file__).resolve().parents[1])
+            ray.init(
+                address=address,
+                runtime_env={"py_modules": [simulator_dir], "env_vars": _model_configs()},
+                log_to_driver=False,
+            )
+        else:
+            ray.init(
+                num_cpus=num_cpus or os.cpu_count() or 1,
+                include_dashboard=False,
+                runtime_env={"env_vars": {"PYTHONPATH": _pythonpath(package), **_model_configs()}},
+                log_to_driver=False,
+                configure_logging=False,
+            )
 
     def submit(self, job: Job):
         ref = self._task.remote(job)

@@ -3,7 +3,8 @@
 Every refusal is an `InputError` naming the field by its dotted path (`candidates.gpus`,
 `slo.p99_tpot_ms`) and what would be valid: an unknown field (with the nearest known
 name), an empty list or range, an id the catalogs lack, a number outside its limits.
-The YAML is read with `yaml.safe_load` (data only, no object construction).
+The YAML is read with PyYAML's safe loader (data only, no object construction), less
+aliases, anchors, deep nesting and keys given twice (`spec_yaml`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from simulator.inputs.catalog import default_gpus, default_models
 from simulator.inputs.scenarios import ACCEPTANCE_COLUMNS, K_LIMIT
 from simulator.inputs.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
 from simulator.planning.layouts import LAYOUT_COLUMNS, Layout
+from simulator.search.spec_yaml import Oversized, read_yaml
 from simulator.serving import engine as serving
 
 PER_BATCH = "per batch"
@@ -27,6 +29,10 @@ ENGINES = ("vllm", "sglang", "trtllm")
 """Engines a spec may name; any but vllm needs the scenario column `engine`."""
 MAX_SEQS_LIMIT = 4096
 """Largest `max_num_seqs` searched: the step table is priced at every batch up to it."""
+MAX_SEQS_VALUES = 64
+"""Most `max_num_seqs` values one spec may list: it is a scalar of the model's defaults
+(the sampler's logits reserve and the batch cap), so stage one prices each value in a
+`predict` call of its own."""
 MIN_REQUESTS = 50
 """Fewest requests per simulated probe: a P99 of fewer is the maximum of a handful."""
 MAX_CANDIDATES = 100_000
@@ -196,9 +202,9 @@ class _Reader:
             self.fail(path or "(top level)", f"must be a mapping of {', '.join(known)}")
         for key in value:
             if key not in known:
-                close = difflib.get_close_matches(str(key), known, n=1)
+                close = difflib.get_close_matches(_shown(key), known, n=1)
                 hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(known)}"
-                self.fail(_join(path, key), f"unknown field; {hint}")
+                self.fail(_join(path, _shown(key)), f"unknown field; {hint}")
         for key in required:
             if value.get(key) is None:
                 self.fail(_join(path, key), "is required")
@@ -211,8 +217,13 @@ class _Reader:
         return items
 
     def number(self, value, path: str, lo: float, hi: float, whole=False) -> float:
+        if isinstance(value, Oversized):
+            self.fail(path, f"{value} is outside {lo:g}..{hi:g}")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(path, f"'{str(value)[:40]}' is not a number")
+            self.fail(path, f"'{_shown(value)}' is not a number")
+        if isinstance(value, int) and abs(value) > 1e300:
+            digits = int(value.bit_length() * math.log10(2)) + 1
+            self.fail(path, f"an integer of about {digits:,} digits is outside {lo:g}..{hi:g}")
         if not (math.isfinite(value) and lo <= value <= hi):
             self.fail(path, f"{value} is outside {lo:g}..{hi:g}")
         if whole and value != int(value):
@@ -220,7 +231,7 @@ class _Reader:
         return int(value) if whole else float(value)
 
     def choice(self, value, path: str, allowed) -> str:
-        text = str(value).strip()
+        text = _shown(value, 200).strip()
         if text not in allowed:
             close = difflib.get_close_matches(text, list(allowed), n=1)
             hint = f"did you mean '{close[0]}'?" if close else f"one of {', '.join(allowed)}"
@@ -232,20 +243,21 @@ def _join(path: str, key) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
+def _shown(value, limit: int = 40) -> str:
+    """`value` as text, cut to `limit` characters."""
+    if isinstance(value, int) and abs(value) > 1e300:
+        return "(an integer too long to show)"
+    return str(value)[:limit]
+
+
 def load_spec(path: str | Path) -> SearchSpec:
     """Read and check a YAML search specification."""
-    import yaml
-
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read: {exc}", file=source) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"is not valid YAML: {str(exc)[:200]}", file=source) from None
-    return parse_spec(data, source=source)
+    return parse_spec(read_yaml(text, source), source=source)
 
 
 def parse_spec(data, *, source: str = "spec") -> SearchSpec:
@@ -259,8 +271,8 @@ def parse_spec(data, *, source: str = "spec") -> SearchSpec:
         traffic=_traffic(r, top["traffic"]),
         slo=_slo(r, top["slo"]),
         candidates=_candidates(r, top["candidates"]),
-        prices=_prices(r, top.get("prices") or {}),
-        simulation=_simulation(r, top.get("simulation") or {}),
+        prices=_prices(r, _section(top, "prices")),
+        simulation=_simulation(r, _section(top, "simulation")),
         source=source,
     )
     priced = dict(spec.prices)
@@ -269,6 +281,13 @@ def parse_spec(data, *, source: str = "spec") -> SearchSpec:
         if gpu not in priced and catalog[gpu].price_usd_per_hr is None:
             r.fail(f"prices.{gpu}", "the GPU catalog has no price for this GPU; give one")
     return spec
+
+
+def _section(top: dict, key: str):
+    """An optional section: {} where absent or null (`prices:` with nothing under it),
+    else as given, for its reader to check (a 0 or false is no mapping)."""
+    value = top.get(key)
+    return {} if value is None else value
 
 
 def _lengths(r: _Reader, value, path: str) -> serving.Lengths:
@@ -353,10 +372,10 @@ def _method(r: _Reader, value, path: str) -> Method:
         val = ";".join(f"{x:g}" for x in nums)
     draft = ""
     if method == "draft_model":
-        if not m.get("draft"):
+        if m.get("draft") in (None, ""):
             r.fail(_join(path, "draft"), "is required for method draft_model")
         draft = r.choice(m["draft"], _join(path, "draft"), default_models())
-    elif m.get("draft"):
+    elif m.get("draft") not in (None, ""):
         r.fail(_join(path, "draft"), f"is only read by method draft_model, not {method}")
     heads = m.get("medusa_heads")
     depth = m.get("mtp_depth")
@@ -374,7 +393,7 @@ def _method(r: _Reader, value, path: str) -> Method:
 def _float(x):
     try:
         return float(x)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return x
 
 
@@ -431,10 +450,7 @@ def _candidates(r: _Reader, value) -> Candidates:
             for i, x in enumerate(r.items(m["methods"], "candidates.methods"))
         ),
         k=_unique(ks),
-        max_num_seqs=_unique(
-            r.number(s, "candidates.max_num_seqs", 1, MAX_SEQS_LIMIT, whole=True)
-            for s in r.items(m.get("max_num_seqs", [256]), "candidates.max_num_seqs")
-        ),
+        max_num_seqs=_max_num_seqs(r, m.get("max_num_seqs", [256])),
         weight_dtypes=_unique(weights),
         kv_dtypes=_unique(
             r.choice(d, "candidates.kv_dtypes", KV_DTYPES)
@@ -444,6 +460,19 @@ def _candidates(r: _Reader, value) -> Candidates:
         if max_gpus is None
         else r.number(max_gpus, "candidates.max_gpus", 1, 1e6, True),
     )
+
+
+def _max_num_seqs(r: _Reader, value) -> tuple[int, ...]:
+    """The distinct `max_num_seqs` values, at most `MAX_SEQS_VALUES` of them."""
+    path = "candidates.max_num_seqs"
+    seqs = _unique(r.number(s, path, 1, MAX_SEQS_LIMIT, whole=True) for s in r.items(value, path))
+    if len(seqs) > MAX_SEQS_VALUES:
+        r.fail(
+            path,
+            f"lists {len(seqs):,} values; give at most {MAX_SEQS_VALUES} (stage one prices "
+            "each in a predict call of its own): a spread such as [16, 64, 256, 1024]",
+        )
+    return seqs
 
 
 def _layout(r: _Reader, value, path: str) -> Layout:
