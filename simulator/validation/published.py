@@ -48,10 +48,10 @@ class Summary:
 
 
 def _check_scenario_names(names: list[str], source: str) -> None:
-    """Refuse a column named like a scenario column the table lacks ('batchsize',
-    'Prompt_Len', 'alpha'): scoring reads only the scenario columns by their exact names,
-    so it would run every case at that column's default without a word. Other columns
-    (sources, notes) are the file's own and pass."""
+    """Refuse a column named like a scenario column ('batchsize', 'Prompt_Len', 'alpha'):
+    scoring reads only the scenario columns by their exact names, so without the real one
+    every case would run at that column's default without a word, and beside it one of
+    the two is not what is scored. Other columns (sources, notes) are the file's own."""
     import difflib
 
     from simulator.inputs.scenarios import _ALIASES
@@ -66,6 +66,14 @@ def _check_scenario_names(names: list[str], source: str) -> None:
             raise InputError(
                 f"'{name}' is not a scenario column; did you mean '{guess}'? (scored as "
                 "written, every case would run at its default)",
+                file=source,
+                row=1,
+                field=name,
+            )
+        if guess:
+            raise InputError(
+                f"'{name}' is not a scenario column, and the table has '{guess}' too: only "
+                f"'{guess}' would be scored; delete or rename one of them",
                 file=source,
                 row=1,
                 field=name,
