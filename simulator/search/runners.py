@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -67,6 +69,25 @@ class InlineRunner:
         pass
 
 
+@contextlib.contextmanager
+def _deferred_sigint():
+    """Hold SIGINT while Ray starts; yields a list that is non-empty if one arrived.
+
+    A KeyboardInterrupt raised inside `ray.init` can land in a fork handler (logging's
+    `_releaseLock`), where Python prints "Exception ignored" and drops it: the search then
+    ran on as if no Ctrl-C had come. Off the main thread signals cannot be caught, and
+    the default behaviour stays."""
+    caught: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(True))
+    try:
+        yield caught
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class RayRunner:
     """Runs each job as a Ray task (`num_cpus=1`, `max_retries`).
 
@@ -88,11 +109,14 @@ class RayRunner:
         self._owned = False
         address = address or os.environ.get("RAY_ADDRESS") or None
         if not ray.is_initialized():
-            try:
-                self._start(ray, address, num_cpus)
-            except KeyboardInterrupt:
+            with _deferred_sigint() as interrupted:
+                try:
+                    self._start(ray, address, num_cpus)
+                except KeyboardInterrupt:
+                    interrupted.append(True)
+            if interrupted:
                 ray.shutdown()
-                raise
+                raise KeyboardInterrupt
             self._owned = True
         self._task = ray.remote(num_cpus=1, max_retries=max_retries)(fn)
         self._jobs: dict = {}
