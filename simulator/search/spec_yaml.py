@@ -58,22 +58,22 @@ class _SpecLoader(yaml.SafeLoader):
 
     def compose_node(self, parent, index):
         event = self.peek_event()
-        if self.check_event(AliasEvent):
-            self.refuse(
-                f"YAML aliases (*{event.anchor}) are not allowed in a search spec; "
-                "write the value out",
-                event.start_mark,
-            )
-        if getattr(event, "anchor", None):
-            self.refuse(
-                f"YAML anchors and aliases (&{event.anchor}) are not allowed in a search "
-                "spec; write the value out",
-                event.start_mark,
-            )
         self.path.append(index.value if isinstance(index, ScalarNode) else index)
-        if len(self.path) > MAX_DEPTH:
-            self.refuse(f"nests more than {MAX_DEPTH} levels deep", event.start_mark)
         try:
+            if self.check_event(AliasEvent):
+                self.refuse(
+                    f"YAML aliases (*{event.anchor}) are not allowed in a search spec; "
+                    "write the value out",
+                    event.start_mark,
+                )
+            if getattr(event, "anchor", None):
+                self.refuse(
+                    f"YAML anchors and aliases (&{event.anchor}) are not allowed in a "
+                    "search spec; write the value out",
+                    event.start_mark,
+                )
+            if len(self.path) > MAX_DEPTH:
+                self.refuse(f"nests more than {MAX_DEPTH} levels deep", event.start_mark)
             return super().compose_node(parent, index)
         finally:
             self.path.pop()

@@ -90,6 +90,14 @@ def test_an_anchor_and_alias_in_a_valid_spec_are_refused(tmp_path):
     text = text.replace("  tp:\n  - 1\n  - 2\n", "  tp: *g\n")
     exc = _refused(tmp_path, text)
     assert "alias" in exc.bare_message
+    assert exc.field == "candidates.gpus"
+
+
+def test_an_alias_standing_for_a_value_names_that_value(tmp_path):
+    """Found by the search-spec fuzz family: an alias or anchor where a value goes was
+    refused naming '(top level)', the path before the value's own key."""
+    exc = _refused(tmp_path, _valid_text().replace("models:\n- llama-3.1-8b", "models: *a"))
+    assert exc.field == "models"
 
 
 @pytest.mark.parametrize(
