@@ -18,7 +18,12 @@ import numpy as np
 
 from simulator.errors import InputError, not_a_number
 from simulator.inputs.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES, GPUSpec, ModelSpec
-from simulator.kernels.tables import ENGINE_CHOICES, engine_versions
+from simulator.kernels.tables import (
+    ENGINE_CHOICES,
+    engine_versions,
+    engine_versions_of,
+    prices_version,
+)
 from simulator.model.steady import SERVING_MODES
 
 if TYPE_CHECKING:
@@ -597,6 +602,7 @@ IGNORED_MESSAGES = (
     "draft is used only by method draft_model: the given one was ignored",
     "medusa_heads (method medusa only), mtp_depth (mtp only) or draft_context_len (methods "
     "whose draft keeps a KV cache) given for another method: ignored",
+    "engine_version has no kernel tables for this GPU: priced on the roofline",
 )
 """Warnings for values a row gives that its method does not use, bit i = message i."""
 
@@ -702,6 +708,10 @@ def validate_scenarios(
     # A draft named on a row that does not use one is dropped (`ignored` warns of it).
     codes = {c: text[c].codes for c in TEXT_COLUMNS}
     codes["draft"] = np.where(is_draft & (draft.codes >= 0), draft.codes, 0).astype(np.int16)
+    untabled = untabled_versions(codes, known)
+    if untabled.any():
+        bit = untabled.astype(np.int64) << (len(IGNORED_MESSAGES) - 1)
+        ignored = bit if ignored is None else ignored | bit
     # Defaults that differ by row (the layout's follow num_gpus, and num_gpus tp_size).
     derived = ("k", "verify_tokens", "gpu_hourly_usd", "num_gpus", "tp_size", "moe_tp_size")
     constant = {c for c in TEXT_COLUMNS if c not in cols}
@@ -790,6 +800,7 @@ def _check_text(cols, n: int, gpus, models, check: _Checker):
             col,
             lambda i, t=t, names=names: f"'{t.value(i)}' is not one of " + ", ".join(names),
         )
+    _check_engine_versions(text["engine"], text["engine_version"], known, check)
     is_draft = method.codes == METHODS.index("draft_model")
     check.fail_where(
         is_draft & (draft.codes == 0),
@@ -803,6 +814,50 @@ def _check_text(cols, n: int, gpus, models, check: _Checker):
     )
 
     return text, known
+
+
+def _version_pairs(engine: _Text, version: _Text, known, keep) -> np.ndarray:
+    """Per row, whether `keep(engine, version)` holds for its (engine, version) pair;
+    False where no version is given. Each distinct pair is looked at once."""
+    given = version.codes > 0
+    out = np.zeros(len(given), dtype=bool)
+    if not given.any():
+        return out
+    pair = engine.codes.astype(np.int64) * 65536 + version.codes
+    for code in np.unique(pair[given]):
+        e, v = known["engine"][code // 65536], known["engine_version"][code % 65536]
+        out[pair == code] = keep(e, v)
+    return out
+
+
+def _check_engine_versions(engine: _Text, version: _Text, known, check: _Checker) -> None:
+    """A version is refused where the row's engine has no tables of it (another engine's
+    version, or any version with engine `other`)."""
+    foreign = _version_pairs(engine, version, known, lambda e, v: v not in engine_versions_of(e))
+
+    def why(i: int) -> str:
+        e, v = known["engine"][engine.codes[i]], version.value(i)
+        if not engine_versions_of(e):
+            return f"'{v}' is given with engine {e}, which has no kernel tables; leave it blank"
+        return f"'{v}' is not a version of {e}; its versions: {', '.join(engine_versions_of(e))}"
+
+    check.fail_where(foreign, "engine_version", why)
+
+
+def untabled_versions(sc_codes: dict, known: dict) -> np.ndarray:
+    """Per row, whether it names an engine version that has no tables for its GPU (the
+    engine has the version on other GPUs): such a row is priced on the roofline."""
+    version = sc_codes["engine_version"]
+    out = np.zeros(len(version), dtype=bool)
+    given = version > 0
+    if not given.any():
+        return out
+    key = (sc_codes["gpu"].astype(np.int64) * 256 + sc_codes["engine"]) * 65536 + version
+    for code in np.unique(key[given]):
+        gpu = known["gpu"][code // (256 * 65536)]
+        e = known["engine"][(code // 65536) % 256]
+        out[key == code] = not prices_version(gpu, e, known["engine_version"][code % 65536])
+    return out
 
 
 def _check_numbers(cols, n: int, method, spec, check: _Checker):

@@ -98,6 +98,32 @@ def engine_versions() -> tuple[str, ...]:
     return tuple(sorted(found, key=_version_key))
 
 
+@functools.cache
+def engine_versions_of(engine: str) -> tuple[str, ...]:
+    """The versions of one engine with GEMM tables on some system, oldest first; empty for
+    `other` or without the package."""
+    if engine not in ENGINES:
+        return ()
+    try:
+        root = data_root()
+    except ImportError:
+        return ()
+    found = {p.parent.name for p in root.glob(f"*/gemm/{engine}/*/gemm_perf.parquet")}
+    return tuple(sorted(found, key=_version_key))
+
+
+@functools.cache
+def prices_version(gpu_id: str, engine: str, version: str) -> bool:
+    """Whether `version` of `engine` has the compute tables for catalog GPU `gpu_id`."""
+    system = SYSTEMS.get(gpu_id)
+    if system is None or engine not in ENGINES:
+        return False
+    try:
+        return resolve_version(system, engine, version) is not None
+    except ImportError:
+        return False
+
+
 def systems_root() -> Path:
     return data_root().parent
 
