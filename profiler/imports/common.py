@@ -16,6 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.errors import InputError, not_a_number
+from simulator.inputs.scenarios import K_LIMIT
+
+MAX_ACCEPTANCE_LENGTH = K_LIMIT + 1.0
+"""The longest mean acceptance length priced: K + 1 tokens per verify step, K at most
+`K_LIMIT`."""
 
 MAX_FILE_BYTES = 20 * 1024 * 1024
 """A benchmark result is kilobytes (a `--save-detailed` serve result a few megabytes)."""
@@ -210,6 +215,19 @@ class Fields:
             rate = self.check(f"{key}[{i}]", v, "a fraction of drafts", high=1.0)
             out.append(f"{rate:.6g}")
         return ";".join(out)
+
+
+def acceptance_length(f: Fields, key: str, *, required: bool = False) -> float | None:
+    """A file's mean acceptance length (tokens per verify step, 1 + accepted / drafts),
+    refused naming `key` above K + 1 for the largest K priced."""
+    length = f.number(key, "tokens per step", required=required, low=1.0)
+    if length is not None and length > MAX_ACCEPTANCE_LENGTH:
+        raise f.fail(
+            key,
+            f"{length:g} tokens per verify step needs K >= {math.ceil(length - 1)}; "
+            f"SpecPlan prices K up to {K_LIMIT}, so at most {MAX_ACCEPTANCE_LENGTH:g}",
+        )
+    return length
 
 
 def consistent(f: Fields, key: str, value: float, expected: float, why: str) -> None:

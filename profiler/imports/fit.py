@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from profiler.imports.common import MAX_ACCEPTANCE_LENGTH
 from simulator.errors import InputError
 from simulator.model.defaults import DEFAULTS, ModelDefaults
 
@@ -143,16 +144,17 @@ class Setup:
 
 
 def check_acceptance(value, field: str) -> float | None:
-    """A given mean acceptance length: a finite number of tokens per verify step, 1 to 65;
+    """A given mean acceptance length: a finite number of tokens per verify step, 1 to
+    `MAX_ACCEPTANCE_LENGTH`;
     None when not given."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(f"expected a number, got {type(value).__name__}", field=field)
-    if not 1.0 <= value <= 65.0:
+    if not 1.0 <= value <= MAX_ACCEPTANCE_LENGTH:
         raise InputError(
             f"{value:g} is not a mean acceptance length: tokens per verify step, 1 to K + 1 "
-            "(vLLM's spec_decode_acceptance_length)",
+            f"= {MAX_ACCEPTANCE_LENGTH:g} at most (vLLM's spec_decode_acceptance_length)",
             field=field,
         )
     return float(value)

@@ -18,7 +18,14 @@ from __future__ import annotations
 import csv
 import io
 
-from profiler.imports.common import MAX_ROWS, Fields, Parsed, ServingPoint, consistent
+from profiler.imports.common import (
+    MAX_ROWS,
+    Fields,
+    Parsed,
+    ServingPoint,
+    acceptance_length,
+    consistent,
+)
 from profiler.imports.vllm_serve import MIN_TPOT_MS
 
 FORMAT = "speculators-throughput-interactivity"
@@ -41,7 +48,7 @@ def _row(f: Fields, name: str) -> ServingPoint:
     if f.has("interactivity_itl_tps_user"):
         speed = f.number("interactivity_itl_tps_user", "tokens/s per user", above=True)
         consistent(f, "interactivity_itl_tps_user", speed, 1000.0 / tpot, "1000 / mean_itl_ms")
-    length = f.number("acceptance_length", "tokens per step", required=False, low=1.0, high=65.0)
+    length = acceptance_length(f, "acceptance_length")
     return ServingPoint(
         source=name,
         concurrency=concurrency,

@@ -14,7 +14,7 @@ p95, p99}, ...}.
 
 from __future__ import annotations
 
-from profiler.imports.common import Fields, Parsed, ServingPoint, load_json
+from profiler.imports.common import Fields, Parsed, ServingPoint, acceptance_length, load_json
 from profiler.imports.vllm_serve import MIN_TPOT_MS
 
 FORMAT = "trtllm-bench"
@@ -48,7 +48,7 @@ def parse(text: str, name: str) -> Parsed:
     if decoding is not None:
         al = decoding.sub("acceptance_length_percentiles", required=False)
         if al is not None:
-            length = al.number("average", "tokens per step", low=1.0, high=65.0)
+            length = acceptance_length(al, "average", required=True)
     point = ServingPoint(
         source=name,
         concurrency=requests.number("avg_num_concurrent_requests", "requests", above=True),

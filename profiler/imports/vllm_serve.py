@@ -20,6 +20,7 @@ from profiler.imports.common import (
     Fields,
     Parsed,
     ServingPoint,
+    acceptance_length,
     consistent,
     json_lines,
     load_json,
@@ -54,9 +55,7 @@ def _point(f: Fields, name: str) -> tuple[ServingPoint, str, str, str]:
         )
     prompt = f.number("total_input_tokens", "tokens", required=False)
     output = f.number("total_output_tokens", "tokens", required=False)
-    length = f.number(
-        "spec_decode_acceptance_length", "tokens per step", required=False, low=1.0, high=65.0
-    )
+    length = acceptance_length(f, "spec_decode_acceptance_length")
     per_position = f.rates("spec_decode_per_position_acceptance_rates")
     if length is not None and f.has("spec_decode_num_drafts"):
         drafts = f.whole("spec_decode_num_drafts", "drafts")
