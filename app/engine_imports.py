@@ -9,15 +9,18 @@ page and the Validation page finds its serving points.
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import streamlit as st
 
 from app import figures_validation as fv
 from app import sim, widgets
-from profiler.imports import FORMATS, parse_file
+from profiler.imports import FORMATS
 from profiler.imports.build import Imported, build, refit, speedups
 from profiler.imports.cli import parse_shapes
 from profiler.imports.common import MAX_FILE_BYTES
+from profiler.imports.files import parse_each
 from profiler.imports.fit import EngineFit
 from simulator.errors import InputError
 from simulator.inputs.profile import Profile, profile_to_json
@@ -47,20 +50,43 @@ POINT_COLUMNS = {
 
 @st.cache_data(show_spinner="Reading the benchmark files and fitting...", max_entries=8)
 def _import(files: tuple[tuple[str, bytes], ...], options: tuple) -> Imported:
-    target, gpu, version, method, k, acceptance, shapes_text = options
+    target, gpu, version, method, k, acceptance, num_gpus, shapes_text = options
     shapes = parse_shapes([line.strip() for line in shapes_text.splitlines() if line.strip()])
-    parsed = [parse_file(data, name, shape=shapes.get(name)) for name, data in files]
+    each = parse_each([(name, lambda data=data: data) for name, data in files], "", shapes)
     names = ", ".join(name for name, _ in files)
     return build(
-        parsed,
+        list(each.parsed),
         target=target,
         gpu=gpu,
         engine_version=version,
         method=method,
         k=k,
         acceptance=acceptance,
+        num_gpus=num_gpus,
         command=f"uploaded to the Profiles page: {names}"[:500],
+        refused=each.notes(),
     )
+
+
+CONTROLS = {
+    "num-gpus": "'GPUs per replica'",
+    "engine-version": "'Engine version'",
+    "latency-shape": "the 'vllm bench latency shapes' box",
+    "acceptance": "'Acceptance length'",
+    "method": "'Speculative method of the server'",
+    "target": "'Model'",
+    "draft": "--draft (of python -m profiler import: an upload cannot name a draft)",
+    "format": "the format (told from the content)",
+    "gpu": "'GPU'",
+    "k": "'K'",
+}
+"""The import's CLI flags -> the controls above that set the same thing."""
+_FLAG = re.compile(r"'?(?<![\w-])--(" + "|".join(CONTROLS) + r")\b(?!-)'?")
+
+
+def in_controls(text: str) -> str:
+    """A message of the import with each CLI flag named as the control that sets it here."""
+    return _FLAG.sub(lambda m: CONTROLS[m.group(1)], text)
 
 
 def _options(container) -> tuple:
@@ -93,6 +119,15 @@ def _options(container) -> tuple:
     version = d[2].text_input(
         "Engine version", "", max_chars=40, key="engine_version", persist_state="session"
     )
+    num_gpus = d[2].number_input(
+        "GPUs per replica (0: as recorded)",
+        0,
+        1024,
+        0,
+        key="engine_num_gpus",
+        persist_state="session",
+        help="The tensor-parallel size the engine ran with, where the files do not record it.",
+    )
     shapes = d[3].text_area(
         "vllm bench latency shapes, one per file: NAME=BATCH,INPUT,OUTPUT",
         "",
@@ -110,6 +145,7 @@ def _options(container) -> tuple:
         _given(method),
         int(k) or None,
         given,
+        int(num_gpus) or None,
         shapes,
     )
 
@@ -150,7 +186,7 @@ def upload_section() -> None:
                 imported = _import(files, options)
             except InputError as exc:
                 st.session_state.pop(LAST_KEY, None)
-                widgets.show_error(exc, "Rejected")
+                widgets.show_error(InputError(in_controls(str(exc))), "Rejected")
                 return
             name = _profile_name(imported)
             data = profile_to_json(imported.profile).encode()
@@ -176,9 +212,9 @@ def _show(imported: Imported, name: str) -> None:
         icon=":material/check:",
     )
     for line in imported.warnings:
-        st.warning(widgets.plain(line), icon=":material/warning:")
+        st.warning(widgets.plain(in_controls(line)), icon=":material/warning:")
     notes = [n for n in imported.notes if n not in imported.warnings]
-    st.text("\n".join([*imported.fit.lines(), *notes]))
+    st.text(in_controls("\n".join([*imported.fit.lines(), *notes])))
     if len(imported.fit.table):
         st.dataframe(_points(imported.fit), hide_index=True, key="engine_points")
     if len(imported.speedups):
@@ -191,7 +227,8 @@ def _show(imported: Imported, name: str) -> None:
 
 
 def _points(fit: EngineFit) -> pd.DataFrame:
-    return fit.table[list(POINT_COLUMNS)].rename(columns=POINT_COLUMNS).round(3)
+    table = fit.table[list(POINT_COLUMNS)].assign(reason=fit.table["reason"].map(in_controls))
+    return table.rename(columns=POINT_COLUMNS).round(3)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

@@ -296,13 +296,16 @@ def build(
     draft: str = "",
     k: int | None = None,
     acceptance: float | None = None,
+    num_gpus: int | None = None,
     command: str = "",
+    refused: list[str] | None = None,
     models: dict[str, ModelSpec] | None = None,
     gpus: dict[str, GPUSpec] | None = None,
 ) -> Imported:
     """The profile of `parsed` files (one engine, one model, one GPU) with its fit.
     `method`, `k` and `acceptance` (mean tokens per verify step) are what the speculating
-    server ran where the files do not say (`_contents`)."""
+    server ran where the files do not say (`_contents`); `num_gpus` the replica's GPUs where
+    they do not; `refused` names files left out (warnings the user reads first)."""
     models = default_models() if models is None else models
     gpus = default_gpus() if gpus is None else gpus
     engine = _engine(parsed, method)
@@ -312,9 +315,9 @@ def build(
     dtype = next((p.dtype for p in parsed if p.dtype), spec.checkpoint_dtype)
     steps, serving, notes = _contents(parsed, method, k)
     versions = sorted({p.version for p in parsed if p.version})
-    num_gpus = max(p.num_gpus for p in parsed)
+    num_gpus = _num_gpus(parsed, num_gpus)
     check_steps(steps, spec, gpu_spec, dtype, num_gpus)
-    warnings = model_warnings(parsed, spec, models)
+    warnings = [*model_warnings(parsed, spec, models), *(refused or [])]
     notes = [*warnings, *notes]
     raw = _document(spec, gpu_spec, dtype, steps, command)
     raw["engine"] = {
@@ -334,6 +337,24 @@ def build(
     profile = profile_from_dict(raw, "import")
     pairs = speedups(profile.serving_points, fit.table)
     return Imported(profile, fit, tuple(notes), pairs, tuple(warnings))
+
+
+def _num_gpus(parsed: list[Parsed], given: int | None) -> int:
+    """GPUs per replica: `given` (the user's), else the most a file records (1 when none
+    does); a file recording another count than the one given is refused."""
+    recorded = max(p.num_gpus for p in parsed)
+    if given is None:
+        return recorded
+    if isinstance(given, bool) or not isinstance(given, int) or not 1 <= given <= 1024:
+        raise InputError(f"{given!r} is not a GPU count from 1 to 1024", field="--num-gpus")
+    other = next((p for p in parsed if p.num_gpus > 1 and p.num_gpus != given), None)
+    if other is not None:
+        raise InputError(
+            f"{given} GPUs given, but the file records {other.num_gpus} (its tensor-parallel size)",
+            file=other.source,
+            field="--num-gpus",
+        )
+    return given
 
 
 def _engine(parsed: list[Parsed], method: str) -> str:

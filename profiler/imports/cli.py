@@ -42,6 +42,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--gpu", default="", help="GPU id (data/gpus.csv) when not recorded")
     p.add_argument("--engine-version", default="", help="the engine's version, if not recorded")
     p.add_argument(
+        "--num-gpus",
+        type=int,
+        help="GPUs of one replica (its tensor-parallel size) when the files do not record it; "
+        "default: as recorded, else 1",
+    )
+    p.add_argument(
         "--method",
         default="",
         help="what the speculating server ran (eagle, eagle3, mtp, medusa, ngram, "
@@ -119,8 +125,8 @@ def report(imported) -> str:
 
 
 def run_from_args(args: argparse.Namespace, argv: list[str]) -> int:
-    from profiler.imports import parse_file
     from profiler.imports.build import build
+    from profiler.imports.files import parse_each
     from profiler.measure import write_profile
 
     if args.out.suffix.lower() != ".json":
@@ -131,11 +137,11 @@ def run_from_args(args: argparse.Namespace, argv: list[str]) -> int:
 
             use_model_configs(args.model_config)
         shapes = parse_shapes(args.latency_shape)
-        parsed = [
-            parse_file(_read(f), f.name, args.format or "", shapes.get(f.name)) for f in args.files
-        ]
+        files = parse_each(
+            [(f.name, lambda f=f: _read(f)) for f in args.files], args.format or "", shapes
+        )
         imported = build(
-            parsed,
+            list(files.parsed),
             target=args.target,
             gpu=args.gpu,
             engine_version=args.engine_version,
@@ -143,7 +149,9 @@ def run_from_args(args: argparse.Namespace, argv: list[str]) -> int:
             draft=args.draft,
             k=args.k,
             acceptance=args.acceptance,
+            num_gpus=args.num_gpus,
             command="python -m profiler " + shlex.join(argv),
+            refused=files.notes(),
         )
     except InputError as exc:
         args.parser.error(str(exc))

@@ -110,7 +110,8 @@ def _sglang():
 def test_the_model_a_file_does_not_record_is_asked_for(app):
     at = app("profiles")
     _upload(at, [_sglang()])
-    assert any("--target" in e.value for e in at.error)
+    assert any("'Model'" in e.value for e in at.error)
+    assert not any("--target" in e.value for e in at.error), "names the CLI flag"
     at.selectbox(key="engine_target").set_value("llama-3.1-8b")
     at.run()
     assert not at.error
@@ -213,10 +214,32 @@ def test_the_method_chosen_for_a_plain_looking_file_is_kept(app):
     _upload(at, [_file(SERVE[0])], method="mtp")
     points = next(d.value for d in at.dataframe if "measured TPOT (ms)" in d.value.columns)
     assert points["speculative"].tolist() == [True] and not points["fitted on"].any()
-    assert "give --acceptance" in points["not priced because"].iloc[0]
+    assert "give 'Acceptance length'" in points["not priced because"].iloc[0]
     assert any("not priced" in t.value and "acceptance" in t.value for t in at.text)
     at.number_input(key="engine_acceptance").set_value(2.4).run()
     assert not at.exception and not at.error
     rows = _your_engine(at)
     assert rows["predicted, default costs (ms)"].notna().all() and not rows["fitted on"].any()
     assert rows["not priced because"].tolist() == [""]
+
+
+def test_a_bad_file_beside_good_ones_is_named_and_the_good_ones_kept(app):
+    at = app("profiles")
+    _upload(at, [_file(SERVE[0]), ("cut.json", b'{"mean_tpot_ms": 8', "application/json")])
+    assert any("1 serving points" in s.value for s in at.success)
+    assert any("cut.json not imported" in w.value for w in at.warning)
+
+
+def test_the_gpus_per_replica_control_sets_the_fit_and_a_conflict_names_it(app):
+    at = app("profiles")
+    at.toggle(key="engine_upload_on").set_value(True).run()
+    at.number_input(key="engine_num_gpus").set_value(2)
+    _upload(at, [_file(SERVE[0])])
+    assert any("1 serving points" in s.value for s in at.success)
+    trt = "trtllm_bench_report.json"
+    doc = json.loads((FIXTURES / trt).read_bytes())
+    doc["world_info"]["tp_size"] = doc["world_info"]["world_size"] = 8
+    at.file_uploader(key="engine_upload").set_value(
+        [(trt, json.dumps(doc).encode(), "application/json")]
+    ).run()
+    assert any("'GPUs per replica'" in e.value and "records 8" in e.value for e in at.error)
