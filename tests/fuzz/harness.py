@@ -28,7 +28,7 @@ from simulator.errors import InputError
 
 CI_CASES = 40
 LONG_CASES = 1500
-"""Cases per parser test: 23 x 1,500 = 34,500 in `make fuzz` (the issue asks for 10,000);
+"""Cases per parser test: 33 x 1,500 = 49,500 in `make fuzz` (the issue asks for 10,000);
 the page tests draw fewer (`test_fuzz_pages.PAGE_CASES`, `test_fuzz_link_numbers` and
 `test_fuzz_reports_editor` as many)."""
 CASE_CPU_S = 2.0
