@@ -1,5 +1,5 @@
-"""The user's own engine benchmarks as profiles: parsers for SGLang's `bench_one_batch`,
-`vllm bench latency`, `vllm bench serve`, `trtllm-bench` and speculators'
+"""The user's own engine benchmarks as profiles: parsers for SGLang's `bench_one_batch` and
+`bench_serving`, `vllm bench latency`, `vllm bench serve`, `trtllm-bench` and speculators'
 `throughput_interactivity` CSV (one module each), the detector, the profile they build
 (`build`) and the fit of the engine's per-step host cost to the serving points (`fit`).
 No torch: the app imports this package. May import `simulator` (profile format, catalogs,
@@ -18,6 +18,7 @@ def parse_file(
     """One file's bytes parsed as `fmt` (told from the content when '')."""
     from profiler.imports import (
         sglang_one_batch,
+        sglang_serving,
         speculators_csv,
         trtllm_bench,
         vllm_latency,
@@ -30,6 +31,7 @@ def parse_file(
         return vllm_latency.parse(text, name, shape)
     parsers = {
         sglang_one_batch.FORMAT: sglang_one_batch.parse,
+        sglang_serving.FORMAT: sglang_serving.parse,
         vllm_serve.FORMAT: vllm_serve.parse,
         trtllm_bench.FORMAT: trtllm_bench.parse,
         speculators_csv.FORMAT: speculators_csv.parse,

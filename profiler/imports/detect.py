@@ -6,6 +6,7 @@ import json
 
 from profiler.imports import (
     sglang_one_batch,
+    sglang_serving,
     speculators_csv,
     trtllm_bench,
     vllm_latency,
@@ -15,6 +16,7 @@ from simulator.errors import InputError
 
 FORMATS = {
     sglang_one_batch.FORMAT: "SGLang python -m sglang.bench_one_batch (JSONL)",
+    sglang_serving.FORMAT: "SGLang python -m sglang.bench_serving --output-file (JSONL)",
     vllm_latency.FORMAT: "vllm bench latency --output-json (JSON)",
     vllm_serve.FORMAT: "vllm bench serve --save-result (JSON, or JSONL with --append-result)",
     trtllm_bench.FORMAT: "trtllm-bench throughput --report_json (JSON)",
@@ -37,6 +39,16 @@ def _first_object(text: str):
     return None
 
 
+def _sglang_serving(obj, keys: set) -> bool:
+    """bench_serving's result: a key vllm bench serve's lacks, or an SGLang `backend` beside
+    a serving metric (both write `mean_ttft_ms` and `output_throughput`)."""
+    if keys & sglang_serving.ONLY_KEYS:
+        return True
+    backend = obj.get("backend") if isinstance(obj, dict) else None
+    serving = keys & {"mean_ttft_ms", "median_ttft_ms", "output_throughput"}
+    return isinstance(backend, str) and backend.startswith("sglang") and bool(serving)
+
+
 def detect(text: str, name: str) -> str:
     """The format name of `text`; InputError listing the formats when none fits."""
     stripped = text.lstrip()
@@ -49,6 +61,8 @@ def detect(text: str, name: str) -> str:
             return vllm_latency.FORMAT
         if "performance" in keys:
             return trtllm_bench.FORMAT
+        if _sglang_serving(obj, keys):
+            return sglang_serving.FORMAT
         if keys & {"mean_tpot_ms", "output_throughput", "max_concurrency", "mean_ttft_ms"}:
             return vllm_serve.FORMAT
     else:
