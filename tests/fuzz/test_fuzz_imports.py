@@ -1,5 +1,5 @@
 """Fuzz `profiler import` of engine result files: each bundled fixture (vLLM bench serve
-and latency, SGLang bench_one_batch, trtllm-bench, speculators' CSV) with one field
+and latency, SGLang bench_one_batch and bench_serving, trtllm-bench, speculators' CSV) with one field
 replaced, deleted or misspelt, one CSV cell made nasty, or its text cut short, then parsed
 and built into a profile with its host-cost fit. Each case is refused naming the file and
 the field, or gives a profile whose every measured figure is finite and in range."""
@@ -33,6 +33,8 @@ SETUP = {
         "k": 3,
     },
     "vllm_latency_out128.json": {"target": "llama-3.1-8b", "gpu": "h200"},
+    "sglang_bench_serving.jsonl": {"target": "llama-3.1-8b", "gpu": "h200", "method": "eagle3"},
+    "sglang_bench_serving_old.jsonl": {"target": "llama-3.1-8b", "gpu": "h200"},
 }
 """Each fixture and the flags its import needs; the latency file is imported beside its
 sibling of another output length (one length alone fits nothing)."""
