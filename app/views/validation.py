@@ -14,6 +14,7 @@ from app import engine_imports, serving_runs_view, sim, widgets
 from app import figures_validation as fv
 from simulator.errors import InputError
 from simulator.validation.published import Summary, summarise
+from simulator.validation.refit import CV_CSV, cv_summary, read_cv
 
 VALIDATION_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
 MAX_UPLOAD_MB = max(1, fv.MAX_CSV_BYTES // (1024 * 1024))
@@ -49,6 +50,35 @@ def _bundled() -> dict[str, Path]:
     if not VALIDATION_DIR.is_dir():
         return {}
     return {p.name: p for p in sorted(VALIDATION_DIR.glob("*_validation.csv"))}
+
+
+def _cross_validated(errors: pd.DataFrame) -> None:
+    """In-sample against leave-one-source-out errors, from the bundled table when it was
+    written by this version of the model."""
+    table = read_cv(CV_CSV, errors)
+    if table is None:
+        st.warning(
+            "No cross-validated figures for this version of the model: run `python -m "
+            "simulator validate --published data/validation/published.csv --cross-validate "
+            "--out data/validation/published_cv.csv` (about a minute).",
+            icon=":material/warning:",
+        )
+        return
+    s = cv_summary(table)
+    overall = s["all"].iloc[0]
+    c1, c2, c3 = st.columns(3)
+    c1.metric("median |error| in-sample", f"{overall['in_sample']:.1%}")
+    c2.metric(
+        "cross-validated (leave one source out)",
+        f"{overall['cross_validated']:.1%}",
+        help="Each source scored with the constants fitted on the development set refitted "
+        "without it: the error to expect on a source the fit has not seen.",
+    )
+    c3.metric("signed, cross-validated", f"{overall['signed_cross_validated']:+.1%}")
+    st.markdown("**In-sample against cross-validated**, by source and by engine")
+    left, right = st.columns(2)
+    left.dataframe(s["source"].round(3), key="published_cv_source")
+    right.dataframe(s["engine"].round(3), key="published_cv_engine")
 
 
 st.title("Validation")
@@ -92,6 +122,7 @@ with published_tab:
                 f"Of {len(summary.reversals)} published slowdowns, {missed} predicted as "
                 "speed-ups (the sign wrong); the errors per case (download below) list them."
             )
+        _cross_validated(errors)
         st.plotly_chart(scatter, key="published_scatter")
         for title, table in (
             ("By batch", summary.by_batch),

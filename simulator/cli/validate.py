@@ -23,6 +23,13 @@ def cmd_validate(args) -> int:
     errors = score(load_published(args.published), gpus=gpus, models=models, source=args.published)
     common.write_table(errors, args.out)
     print(format_summary(summarise(errors)))
+    if args.cross_validate:
+        from simulator.validation.refit import cross_validate, format_cross_validation
+
+        cv = cross_validate(load_published(args.published))
+        errors = cv.errors
+        common.write_table(errors, args.out)
+        print("\n" + format_cross_validation(cv))
     if args.ablation:
         from simulator.validation.published import ablation
 
@@ -75,6 +82,12 @@ def add_parser(sub) -> None:
         "--ablation",
         action="store_true",
         help="also score with each term of the serving model switched off, one at a time",
+    )
+    v.add_argument(
+        "--cross-validate",
+        action="store_true",
+        help="with --published: also score each source with the constants fitted on the "
+        "development set refitted without it (leave one source out; about a minute)",
     )
     v.add_argument("--gpus", default=str(GPUS_CSV), help="GPU catalog CSV")
     v.add_argument("--models", default=str(MODELS_CSV), help="model catalog CSV")

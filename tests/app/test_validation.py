@@ -77,12 +77,32 @@ def test_page_scores_the_published_set_as_the_cli_does():
     assert metrics["median |error| vs published"] == f"{expected.median_abs_error:.1%}"
     assert metrics["reversals predicted as slowdowns"].endswith(f"of {len(expected.reversals)}")
     by_source = next(
-        d.value for d in at.dataframe if "magicdec" in d.value.index.astype(str).tolist()
+        d.value
+        for d in at.dataframe
+        if "magicdec" in d.value.index.astype(str).tolist()
+        and "median_abs_error" in d.value.columns
     )
     assert by_source["cases"].sum() == expected.cases
     assert by_source.loc["magicdec", "median_abs_error"] == pytest.approx(
         expected.by_source.loc["magicdec", "median_abs_error"], abs=1e-3
     )
+
+
+def test_page_shows_the_cross_validated_error_beside_the_in_sample_one():
+    from simulator.validation.published import load_published, score
+    from simulator.validation.refit import CV_CSV, cv_summary, read_cv
+
+    at = AppTest.from_file(str(ROOT / "app/streamlit_app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("views/validation.py").run()
+    assert not at.exception
+    table = read_cv(CV_CSV, score(load_published(ROOT / "data/validation/published.csv")))
+    expected = cv_summary(table)["all"].iloc[0]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["cross-validated (leave one source out)"] == f"{expected['cross_validated']:.1%}"
+    assert metrics["median |error| in-sample"] == f"{expected['in_sample']:.1%}"
+    engines = next(d.value for d in at.dataframe if "sglang" in d.value.index.astype(str))
+    assert {"in_sample", "cross_validated"} <= set(engines.columns)
 
 
 H = "mode,workload,batch,k,measured_speedup,predicted_speedup"
