@@ -25,7 +25,7 @@ from simulator.model.defaults import DEFAULTS
 from simulator.model.economics import get_demand_tok_s
 from simulator.model.memory import get_max_concurrency
 from simulator.model.predict import WINDOW_REASONS, status_reasons
-from simulator.planning import launch
+from simulator.planning import k_schedule, launch
 from simulator.planning.layouts import Layout, get_nodes
 from simulator.planning.reports import launch_config_text
 from simulator.planning.sizer import choose_layout, layouts_to_try, schedule_ranges
@@ -652,6 +652,16 @@ if choice is not None:
         s2.code(
             json.dumps({str(k): v for k, v in trt_sched.items()}), language="json", wrap_lines=True
         )
+    if scenario.speculative:
+        with st.expander("Compare with your engine's own tuning (vLLM `tune_speculative_k`)"):
+            st.caption(
+                "SpecPlan's predicted output tokens/s at every batch and K, written through "
+                "the rules and into the JSON of `vllm bench sweep tune_speculative_k` (K "
+                "within 1% of the best ties to the smaller; each batch's K holds until the "
+                "next): diff it against the file your own sweep gives."
+            )
+            tuned = k_schedule.tune_document(result.grid, global_k=max(k_launch, 1))
+            st.code(json.dumps(tuned, indent=2), language="json", wrap_lines=True)
     text = launch_config_text(
         title=f"{scenario.target} on {scenario.num_gpus} x {scenario.gpu}, "
         f"{scenario.method}, max_num_seqs {max_num_seqs}, {choice['replicas']} replicas",

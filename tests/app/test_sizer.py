@@ -97,6 +97,19 @@ def test_launch_command_carries_the_best_k_schedule(app):
     assert at.get("download_button")
 
 
+def test_the_k_schedule_is_offered_in_vllms_tuner_format(app):
+    at = app("sizer")
+    doc = json.loads(
+        next(c.value for c in at.code if "configured_global_num_speculative_tokens" in c.value)
+    )
+    schedule = doc["num_speculative_tokens_per_batch_size"]
+    assert schedule[0][0] == 1
+    assert schedule[-1][1] == doc["selection"]["max_batch_size"]
+    assert doc["selection"]["relative_tolerance"] == 0.01
+    best = at.session_state["sizer_result"]["best"]
+    assert doc["selection"]["max_batch_size"] == int(best["batch_size"].max())
+
+
 def test_tokens_per_user_slo_is_the_same_as_its_tpot(app):
     at = app("sizer", query={"slo_kind": "tokens/s per user", "slo_tok_s": "40"})
     expected = size(
