@@ -21,6 +21,7 @@ from app.operating_point import (  # the Sizer's defaults, shared with Reports' 
     SLO_KINDS,
 )
 from simulator.errors import InputError
+from simulator.model import admission
 from simulator.model.defaults import DEFAULTS
 from simulator.model.economics import get_demand_tok_s
 from simulator.model.memory import get_max_concurrency
@@ -498,16 +499,21 @@ elif k_max > 0 and (result.best["best_k"] == k_max).any():
         f"{', '.join(map(str, at))}: the speedup still rises there. Raise K up to "
         f"{min(2 * k_max, 16)} (the maximum K above) to find the optimum."
     )
-cap = DEFAULTS.max_num_seqs
+caps = {spec: admission.cap_for_row(scenario.base(), spec, gpus) for spec in (False, True)}
+rule = admission.rule_for(
+    scenario.engine, scenario.speculative, scenario.gpu, gpus[scenario.gpu].memory_gb
+)
 st.caption(
     (_break_even_text(result) if scenario.speculative else "")
     + "Largest batch meeting the SLO and fitting in memory, by K: "
     + ", ".join(
-        f"K={k}: {min(b, cap) if b is not None else 'none'}"
+        f"K={k}: {min(b, caps[k > 0]) if b is not None else 'none'}"
         for k, b in result.max_batch_under_slo.items()
     )
-    + f". The engine caps a replica at {cap} sequences (vLLM's default --max-num-seqs): "
-    f"the curves past batch {cap} show batches it would not run."
+    + f". {scenario.engine} runs at most {caps[scenario.speculative]} requests at once on "
+    f"this replica{' with speculation' if scenario.speculative else ''} (its default "
+    f"{rule.flag or 'cap'}; {caps[False]} without speculation): past that the extra "
+    "requests queue, and a batch above it is the cap, not the memory, at work."
 )
 with st.expander("Best K per batch as a table"):
     st.dataframe(

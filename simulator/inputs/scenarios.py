@@ -106,6 +106,13 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column("verify_tokens", None, "tokens verified per sequence per step; default k+1"),
     Column(
+        "max_num_seqs",
+        None,
+        "requests the replica runs at once, as launched (vLLM --max-num-seqs, SGLang "
+        "--max-running-requests, TensorRT-LLM --max_batch_size); default the engine's own "
+        "(data/engine_admission.csv: SGLang 48 with speculation)",
+    ),
+    Column(
         "batch_size",
         1,
         "concurrent requests (a closed loop, vllm bench serve --max-concurrency)",
@@ -174,6 +181,7 @@ _INT_COLUMNS = (
     "prompt_len",
     "output_len",
     "draft_context_len",
+    "max_num_seqs",
     "medusa_heads",
     "mtp_depth",
 )
@@ -234,6 +242,7 @@ LIMITS: dict[str, tuple[float, str]] = {
     "prompt_len": (100_000_000, "ten times the longest context window in the catalog"),
     "output_len": (100_000_000, "ten times the longest context window in the catalog"),
     "draft_context_len": (100_000_000, "ten times the longest context window in the catalog"),
+    "max_num_seqs": (1_000_000, "a million concurrent requests on one replica"),
     "medusa_heads": (64, "Medusa checkpoints carry 3 to 5 heads"),
     "mtp_depth": (64, "DeepSeek-V3 trains one MTP module"),
     "request_rate": (1e9, "a billion requests per second on one replica"),
@@ -475,7 +484,8 @@ class ScenarioArrays:
 
     def columns(self) -> dict:
         """Every input column, in `INPUT_COLUMNS` order: text as Categoricals of the
-        catalog's ids, whole numbers as int64 (draft_context_len: float, NaN = full)."""
+        catalog's ids, whole numbers as int64 (draft_context_len and max_num_seqs: float,
+        NaN = full, the engine's default)."""
         out = {}
         for c in INPUT_COLUMNS:
             if c in self.codes:
@@ -483,7 +493,7 @@ class ScenarioArrays:
             elif c == "acceptance_per_position":
                 col = self.positions_column
                 out[c] = np.full(self.n, np.nan) if col is None else col
-            elif c in _INT_COLUMNS and c != "draft_context_len":
+            elif c in _INT_COLUMNS and c not in ("draft_context_len", "max_num_seqs"):
                 out[c] = self.values[c].astype(np.int64)
             else:
                 out[c] = self.values[c]
@@ -919,6 +929,7 @@ def _check_numbers(cols, n: int, method, spec, check: _Checker):
         "output_len",
         "draft_context_len",
         "medusa_heads",
+        "max_num_seqs",
     ):
         if given[col] is not None:
             check.fail_where(values[col] < 1, col, "must be at least 1")

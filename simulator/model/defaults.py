@@ -35,7 +35,8 @@ class ModelDefaults:
     non_torch_reserve_gb: float = 1.0
     cuda_graph_reserve_gb: float = 0.5
     max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 256
+    max_num_seqs: int | None = None
+    logits_rows: int = 256
     activation_dtype_bytes: int = 2
     logits_dtype_bytes: int = 4
     hbm_bytes_per_gb: float = 2.0**30
@@ -129,7 +130,13 @@ DEFAULT_NOTES: dict[str, str] = {
     "per GPU (assumption; vLLM measures it at start-up)",
     "cuda_graph_reserve_gb": "memory the captured CUDA graphs hold per GPU (assumption)",
     "max_num_batched_tokens": "vLLM's default chunked-prefill budget; sets the activation peak",
-    "max_num_seqs": "vLLM's default --max-num-seqs; sets the size of the sampler's logits",
+    "max_num_seqs": "requests a replica runs at once, for every engine (the deployment "
+    "search sets it per candidate); None: each engine's own default "
+    "(data/engine_admission.csv: vLLM 1,024 on 70+ GiB GPUs but A100s, else 256; SGLang 48 "
+    "with speculation; TensorRT-LLM 2,048)",
+    "logits_rows": "rows of fp32 logits the sampler's warm-up holds (vLLM's 256-sequence "
+    "default; its 1,024 on 70+ GiB GPUs would add 0.4 GB for a 128k vocabulary, not "
+    "modelled)",
     "activation_dtype_bytes": "bf16 activations",
     "logits_dtype_bytes": "vLLM samples from fp32 logits",
     "hbm_bytes_per_gb": "HBM stacks are binary-sized: an '80 GB' H100 has 80 GiB",

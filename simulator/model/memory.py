@@ -40,7 +40,7 @@ def get_activation_reserve_bytes(t: ModelArrays, num_gpus, d: ModelDefaults = DE
     width = 2.0 * t.intermediate_size / np.asarray(num_gpus) + 6.0 * t.hidden_size
     return (
         tokens * width * d.activation_dtype_bytes
-        + d.max_num_seqs * t.vocab_size * d.logits_dtype_bytes
+        + (d.max_num_seqs or d.logits_rows) * t.vocab_size * d.logits_dtype_bytes
     )
 
 

@@ -38,7 +38,7 @@ from simulator.inputs.scenarios import (
     validate_scenarios,
 )
 from simulator.inputs.specs import DTYPE_BYTES, METHODS, GPUSpec, ModelSpec
-from simulator.model import acceptance, kernel_steps, stages
+from simulator.model import acceptance, admission, kernel_steps, stages
 from simulator.model.defaults import DEFAULTS, ModelDefaults
 from simulator.model.drafts import method_masks
 from simulator.model.latency import Hardware, ModelArrays
@@ -130,6 +130,7 @@ _ROW_INPUTS = (
     "medusa_heads",
     "mtp_depth",
     "draft_context_len",
+    "max_num_seqs",
     "acceptance_rate",
     "mean_accepted_tokens",
     "gpu_memory_utilization",
@@ -399,6 +400,7 @@ def _piece(sc, rows, method_name, uniform, catalog, defaults) -> tuple[stages.Pi
         medusa_heads=val["medusa_heads"],
         mtp_depth=val["mtp_depth"],
         draft_window=val["draft_context_len"],
+        max_num_seqs=val["max_num_seqs"],
         acceptance_rate=val["acceptance_rate"],
         mean_accepted_tokens=val["mean_accepted_tokens"],
         positions=None if sc.positions is None else sc.positions[rows],
@@ -441,6 +443,20 @@ def _kernel_plan(sc, rows, p: stages.Piece, codes: dict, catalog, fw: Forwards, 
     return plan
 
 
+def _admission_caps(sc, p: stages.Piece, codes: dict, catalog) -> tuple:
+    """Per row, the engine's default cap on running requests without and with speculation
+    (`simulator.model.admission`)."""
+    engines = sc.categories["engine"]
+    gpus = catalog.gpus
+    args = (codes["engine"], codes["gpu"], np.broadcast_to(p.attention_dp, (p.n,)), engines, gpus)
+    launched = np.broadcast_to(p.max_num_seqs, (p.n,))
+    given = ~np.isnan(launched)
+    return (
+        np.where(given, launched, admission.caps(*args, speculative=False)),
+        np.where(given, launched, admission.caps(*args, speculative=p.spec_on)),
+    )
+
+
 def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, break_even, kernels):
     """Every output of the rows `rows` of `sc`, which share `method_name`: the stages of
     `simulator.model.stages` composed, and the rows' `latency_source` labels (None: roofline).
@@ -451,7 +467,7 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
     times = step_times_for(fw, defaults, calibration, plan)
     acc = stages.get_acceptance(p)
     mem = stages.get_memory(p, defaults)
-    batch = stages.get_batch(p, mem, defaults)
+    batch = stages.get_batch(p, mem, defaults, _admission_caps(sc, p, codes, catalog))
     loop = stages.get_open_loop(p, acc.tau, times, batch)
     open_loop = p.open_loop
     run_base = stages.where(open_loop, loop.base, batch.base)
@@ -468,7 +484,7 @@ def _evaluate(sc, rows, method_name, uniform, catalog, defaults, calibration, br
     else:
         closed = open_loop is False or ~np.asarray(open_loop)
         capped = closed & (p.spec_on & (run_spec < batch.asked) | (run_base < batch.asked))
-    warning_bits = _warnings(p, acc.alpha, serving.speedup, mem, capped)
+    warning_bits = _warnings(p, acc.alpha, serving.speedup, mem, capped, batch.capped_by_engine)
     be = np.nan
     if break_even:
         be = stages.get_break_even(p, times, steps, acc.tau, b_base, b_spec)
@@ -541,6 +557,9 @@ _WARNING_MESSAGES = (
     "batch does not fit in the KV cache: the engine runs effective_batch_*, the rest queue",
     "batch capped by the KV cache or max_num_seqs in steady state: see effective_batch_*",
     "speculation is slower than the baseline at this batch",
+    "the cap on running requests (max_num_seqs: as launched, else the engine's default, "
+    "SGLang's 48 with speculation), not the KV cache, bounds the batch: vLLM "
+    "--max-num-seqs, SGLang --max-running-requests, TensorRT-LLM --max_batch_size",
 )
 
 
@@ -617,7 +636,7 @@ def _status(p: stages.Piece, catalog, mem: stages.Memory, batch: stages.Batch, l
     return bits, codes_base, codes_base | (bits != 0)
 
 
-def _warnings(p: stages.Piece, alpha, speedup, mem: stages.Memory, capped):
+def _warnings(p: stages.Piece, alpha, speedup, mem: stages.Memory, capped, engine_capped):
     """Warnings per row as bits (`_WARNING_LABELS` spells them)."""
     spec_on, k, fits, usable_spec = p.spec_on, p.k, mem.fits, mem.usable_spec
     masks = (
@@ -626,5 +645,6 @@ def _warnings(p: stages.Piece, alpha, speedup, mem: stages.Memory, capped):
         (usable_spec > 0) & ~fits,
         (usable_spec > 0) & fits & capped,
         spec_on and speedup < SLOWDOWN_WARN,
+        (usable_spec > 0) & fits & capped & engine_capped,
     )
     return _bits(masks, p.n)

@@ -4,7 +4,7 @@ returns a small frozen dataclass of arrays.
     Piece (one piece of scenario rows that share a method)
       -> get_acceptance     Acceptance   alpha, tau, tokens per step p10/p50/p90
       -> get_memory         Memory       weights, KV bytes per token, capacity, concurrency
-      -> get_batch          Batch        the batch that runs in each arm (KV and max_num_seqs)
+      -> get_batch          Batch        the batch that runs in each arm (KV, admission cap)
       -> get_steps          Steps        target, verify, draft, prefill, engine, step ms
              (forward times from a `step_times.StepTimes` provider: the one seam)
       -> get_open_loop      OpenLoop     Little's law batches under a request rate
@@ -90,6 +90,8 @@ class Piece:
     gpu_hourly_usd: np.ndarray
     attention_dp: np.ndarray | float = 1.0
     """Attention data-parallel ranks of the replica (its GPUs / attention TP)."""
+    max_num_seqs: np.ndarray | float = np.nan
+    """Requests the replica runs at once as launched (NaN: the engine's default)."""
 
     @property
     def spec_on(self) -> bool:
@@ -269,19 +271,27 @@ class Batch:
     """The batch asked for (inf under a request rate)."""
     base: np.ndarray
     spec: np.ndarray
+    capped_by_engine: np.ndarray | bool = False
+    """Where the engine's admission cap, not the KV cache, bounds the speculative arm's
+    batch (the plain arm's, without speculation)."""
 
 
-def get_batch(p: Piece, mem: Memory, defaults: ModelDefaults) -> Batch:
-    """The batch that runs in each arm in steady state: KV capacity caps it, the rest queue."""
-    seqs = defaults.max_num_seqs
+def get_batch(p: Piece, mem: Memory, defaults: ModelDefaults, caps: tuple) -> Batch:
+    """The batch that runs in each arm in steady state: the KV capacity and the engine's
+    admission cap (`caps`: per row, plain and speculative arm; `defaults.max_num_seqs`
+    instead where set) bound it, the rest queue."""
+    cap_base, cap_spec = caps
+    if defaults.max_num_seqs is not None:
+        cap_base = cap_spec = float(defaults.max_num_seqs)
     asked = where(p.open_loop, np.inf, p.batch)
     sustained = steady.get_sustained_batch(mem.capacity_base, p.prompt, p.output, 0.0)
-    base = steady.get_effective_batch(asked, sustained, seqs)
-    spec = base
+    base = steady.get_effective_batch(asked, sustained, cap_base)
+    spec, admitted = base, where(p.open_loop, False, (cap_base < asked) & (cap_base < sustained))
     if p.spec_on:
         sustained = steady.get_sustained_batch(mem.capacity_spec, p.prompt, p.output, p.lookahead)
-        spec = steady.get_effective_batch(asked, sustained, seqs)
-    return Batch(asked=asked, base=base, spec=spec)
+        spec = steady.get_effective_batch(asked, sustained, cap_spec)
+        admitted = where(p.open_loop, False, (cap_spec < asked) & (cap_spec < sustained))
+    return Batch(asked=asked, base=base, spec=spec, capped_by_engine=admitted)
 
 
 @dataclass(frozen=True)

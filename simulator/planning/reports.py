@@ -104,6 +104,7 @@ UNITS: dict[str, str] = {
     "medusa_heads": "heads",
     "mtp_depth": "tokens",
     "draft_context_len": "tokens",
+    "max_num_seqs": "requests",
     "request_rate": "requests/s",
     "temperature": "sampling temperature",
     "effective_batch_baseline": "seqs",

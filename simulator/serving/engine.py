@@ -45,7 +45,7 @@ import pandas as pd
 from simulator.errors import InputError
 from simulator.inputs.catalog import default_models, method_decay
 from simulator.inputs.scenarios import ACCEPTANCE_COLUMNS
-from simulator.model import acceptance
+from simulator.model import acceptance, admission
 from simulator.model.defaults import DEFAULTS, ModelDefaults
 from simulator.model.predict import WINDOW_REASONS, predict, status_reasons
 
@@ -150,6 +150,11 @@ class StepModel:
     """Tokens a request may hold, prompt and output: the target's context window, or the
     draft model's where shorter (vLLM's max_model_len at most); None: no limit known."""
 
+    @property
+    def max_num_seqs(self) -> int:
+        """Requests the engine runs at once: the batch sizes the table was priced at."""
+        return len(self.decode_ms) - 1
+
 
 def _positions(row: pd.Series, k: int) -> np.ndarray:
     """The scenario's per-position acceptance p_1..p_K, shape (K,)."""
@@ -210,7 +215,7 @@ def step_model(
     """Price an engine step by the number of decoding requests, for one arm
     (`arm_scenario` says what of the scenario it reads)."""
     row = arm_scenario(scenario, speculative)
-    seqs = defaults.max_num_seqs
+    seqs = defaults.max_num_seqs or admission.cap_for_row(row, speculative, gpus)
     # One table, one predict: the decode steps at every batch size, then one steady-state
     # step (its prefill per token), then the baseline's step at batch 1.
     base_first = arm_scenario(row, False)
@@ -278,6 +283,10 @@ class Schedule:
     """A step model per K of the schedule (K = 0: no speculation in that range)."""
     ranges: tuple[tuple[int, int, int], ...]
     """(lo, hi, k) batch-size ranges, inclusive; sizes past the last use its K."""
+
+    @property
+    def max_num_seqs(self) -> int:
+        return min(m.max_num_seqs for m in self.models.values())
 
     def pick(self, running: int) -> StepModel:
         for lo, hi, k in self.ranges:
@@ -488,7 +497,7 @@ def run(
     acceptance_spread: float = 0.0,
     acceptance_levels=None,
     max_num_batched_tokens: int = DEFAULTS.max_num_batched_tokens,
-    max_num_seqs: int = DEFAULTS.max_num_seqs,
+    max_num_seqs: int | None = None,
 ) -> RunResult:
     """Simulate `load.requests` requests through the engine; seeded, reproducible.
 
@@ -537,7 +546,8 @@ def run(
         scale = levels / p1 if p1 > 0 else np.zeros(n)
         cond = np.clip(deepest.conditional[None, :] * scale[:, None], 0.0, 1.0)
         cond[:, 0] = levels
-    limits = dict(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
+    seqs = model.max_num_seqs if max_num_seqs is None else max_num_seqs
+    limits = dict(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=seqs)
     return _run_admitted(model, load, rng_accept, p_len, o_len, arrival, levels, cond, limits)
 
 

@@ -174,7 +174,7 @@ def sustained_rate(
     drain; the lower of two seeds."""
     per_request = prompt.mean + output.mean + model.lookahead
     fit = int(model.kv_blocks * BLOCK_SIZE // per_request)
-    in_flight = max(1, min(defaults.max_num_seqs, fit))
+    in_flight = max(1, min(defaults.max_num_seqs or model.max_num_seqs, fit))
     rates = []
     for s in (seed, seed + SEED_STRIDE):
         result = run(

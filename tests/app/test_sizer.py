@@ -334,14 +334,14 @@ def test_the_deployment_headline_follows_the_p99_basis(app):
 
 
 def test_the_largest_batch_under_the_slo_stops_at_the_engines_cap(app):
-    """Issue 27: it listed 512 where vLLM's --max-num-seqs caps a replica at 256."""
-    from simulator.model.defaults import DEFAULTS
-
-    at = app("sizer", query={"slo_tpot_ms": "1000"})
+    """Issue 27: it listed 512 where the engine's default caps a replica lower. Issue 35:
+    the cap is the chosen engine's (SGLang runs 48 requests with speculation on)."""
+    at = app("sizer", query={"slo_tpot_ms": "1000", "engine": "sglang"})
     text = " ".join(c.value for c in at.main.caption)
     largest = text.split("Largest batch meeting the SLO")[1].split(".")[0]
-    assert "512" not in largest and str(DEFAULTS.max_num_seqs) in largest
-    assert f"engine caps a replica at {DEFAULTS.max_num_seqs}" in text
+    assert "512" not in largest and "K=1: 48" in largest
+    assert "sglang runs at most 48 requests at once" in text
+    assert "--max-running-requests" in text
 
 
 def test_a_k0_operating_point_launches_without_speculation(app):

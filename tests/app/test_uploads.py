@@ -78,7 +78,7 @@ KEPT = {
         "validation_upload",
         "mine.csv",
         _validation_csv(),
-        lambda at: [m.value for m in at.metric][4],  # the machine tab's point count
+        lambda at: next(m.value for m in at.metric if m.label == "points"),  # machine tab
     ),
 }
 

@@ -12,6 +12,7 @@ import pytest
 from simulator import predict
 from simulator.inputs.profile import SCHEMA, profile_from_dict
 from simulator.model.calibration import Calibration
+from simulator.model.defaults import DEFAULTS
 
 ROW = dict(
     target="llama-3.1-8b",
@@ -64,9 +65,15 @@ def _profile(verify_ratio: float | None) -> Calibration:
     return Calibration.from_profiles([_raw_profile(verify_ratio)])
 
 
+LAUNCHED = DEFAULTS.replace(max_num_seqs=256)
+"""Both arms at the asked batch: a launch that sets its cap (SGLang's default of 48 with
+speculation would run the verify at another batch than the decode it is compared to)."""
+
+
 def _both(row: dict, cal: Calibration):
     table = pd.DataFrame([row])
-    return predict(table).iloc[0], predict(table, calibration=cal).iloc[0]
+    plain = predict(table, defaults=LAUNCHED).iloc[0]
+    return plain, predict(table, calibration=cal, defaults=LAUNCHED).iloc[0]
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])

@@ -20,6 +20,9 @@ from simulator.model.step_times import (
 
 GIB = 2.0**30
 
+CAPS = (np.array([256.0]), np.array([256.0]))
+"""An engine's admission cap per arm, far above these rows' KV-bound batches."""
+
 
 def piece(method="eagle", n=1, **kw) -> stages.Piece:
     """A piece of `n` Llama-3.1-8B rows on one 80 GiB, 3,350 GB/s GPU (bf16, batch 4,
@@ -110,7 +113,7 @@ def test_batch_is_capped_by_kv_capacity_with_lookahead():
             "capacity_spec": np.array([10_000.0]),
         }
     )
-    b = stages.get_batch(p, mem, DEFAULTS)
+    b = stages.get_batch(p, mem, DEFAULTS, CAPS)
     # A request holds P + O/2 = 200 tokens: 10,000 / 200 = 50; EAGLE reserves K = 2
     # lookahead slots more: 10,000 / 202 = 49.5 -> 49.
     assert b.base == pytest.approx([50]) and b.spec == pytest.approx([49])
@@ -211,7 +214,7 @@ def test_open_loop_batch_solves_littles_law():
     prompt's prefill plus 200 * 11.5 ms in the engine, and the batch is 5/s times that."""
     p = piece("eagle", batch=np.array([np.nan]), request_rate=np.array([5.0]))
     times = fixed_times(p)
-    batch = stages.get_batch(p, stages.get_memory(p, DEFAULTS), DEFAULTS)
+    batch = stages.get_batch(p, stages.get_memory(p, DEFAULTS), DEFAULTS, CAPS)
     loop = stages.get_open_loop(p, np.array([1.75]), times, batch)
     ttft_ms = stages.get_base_prefill_ms(p, times, p.prompt, DEFAULTS)
     assert loop.base == pytest.approx(5.0 * (ttft_ms + 200 * 11.5) / 1e3, rel=1e-6)

@@ -11,6 +11,7 @@ import pytest
 
 from simulator import predict
 from simulator.inputs.catalog import default_gpus, default_models
+from simulator.model import admission
 from simulator.model.defaults import DEFAULTS
 from simulator.model.latency import ModelArrays
 from simulator.model.memory import get_kv_bytes_per_token
@@ -115,9 +116,14 @@ def test_kv_capacity_caps_the_batch_that_runs():
 
 
 def test_max_num_seqs_caps_the_batch():
-    row = _one(**{**EAGLE_8B, "batch_size": 1000, "prompt_len": 64, "output_len": 64})
-    assert row["effective_batch_baseline"] == DEFAULTS.max_num_seqs
-    assert row["effective_batch_spec"] == DEFAULTS.max_num_seqs
+    """The engine's default cap (vLLM's 1,024 on a 70+ GiB GPU), or the row's own."""
+    short = {**EAGLE_8B, "batch_size": 1000, "prompt_len": 64, "output_len": 64}
+    row = _one(**short)
+    gpu = default_gpus()[short["gpu"]]
+    cap = admission.default_cap("vllm", True, gpu.id, gpu.memory_gb)
+    assert min(cap, 1000) == row["effective_batch_baseline"] == row["effective_batch_spec"]
+    row = _one(**short, max_num_seqs=256)
+    assert row["effective_batch_baseline"] == row["effective_batch_spec"] == 256
 
 
 @pytest.mark.parametrize(

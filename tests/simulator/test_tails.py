@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from simulator.model.defaults import DEFAULTS
 from simulator.serving import tails
 from simulator.serving.engine import Lengths, Load, run, step_model
 
@@ -29,11 +30,23 @@ PROMPT, OUTPUT = Lengths(1024, "lognormal", 0.5), Lengths(256, "lognormal", 0.5)
 SLO = {"slo_ttft_ms": 2000.0, "slo_tpot_ms": 50.0}
 
 
+LAUNCHED = DEFAULTS.replace(max_num_seqs=256)
+"""The launch of issue 27's task, --max-num-seqs 256 (vLLM's default on an H200 is 1,024)."""
+
+
 def test_the_p99_sized_rate_holds_in_a_long_run():
     rate = tails.max_rate_at_slo(
-        SCENARIO, PROMPT, OUTPUT, speculative=False, acceptance_spread=0.1, **SLO
+        SCENARIO,
+        PROMPT,
+        OUTPUT,
+        speculative=False,
+        acceptance_spread=0.1,
+        defaults=LAUNCHED,
+        **SLO,
     ).rate
-    model = step_model({**SCENARIO, "prompt_len": 1024, "output_len": 256}, speculative=False)
+    model = step_model(
+        {**SCENARIO, "prompt_len": 1024, "output_len": 256}, speculative=False, defaults=LAUNCHED
+    )
     long = run(model, Load(requests=20_000, rate=rate, seed=7), PROMPT, OUTPUT).requests
     for metric, slo in (("ttft", SLO["slo_ttft_ms"]), ("tpot", SLO["slo_tpot_ms"])):
         p99 = np.percentile(tails.steady_samples(long, f"{metric}_ms"), 99)
