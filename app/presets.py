@@ -66,7 +66,7 @@ def _number(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", text.lower())
 
 
@@ -154,7 +154,7 @@ def pick_prior(
         if by_pair is not None:
             return by_pair
     best: tuple[int, Prior] | None = None
-    target_slugs = {_slug(target.id), _slug(target.name)} if target is not None else set()
+    target_slugs = {slug(target.id), slug(target.name)} if target is not None else set()
     for row in rows:
         if row.get("workload", "").strip() != workload or row.get("method", "").strip() != method:
             continue
@@ -162,7 +162,7 @@ def pick_prior(
         if value is None:
             continue
         hint = row.get("draft_hint", "").strip()
-        hint_slug = _slug(hint)
+        hint_slug = slug(hint)
         score = 2 * any(s and s in hint_slug for s in target_slugs) + ("chain" in hint.lower())
         positions, how = _positions(row, method, value)
         prior = Prior(

@@ -117,6 +117,18 @@ def _prior(
     )
 
 
+def chain_prior(workload: str, method: str, target: str) -> Prior | None:
+    """The published chain figure for the workload and method (a chain of K tokens, as the
+    launch commands run), the target's own first; None where none is published."""
+    rows = [r for r in _priors(str(PRIORS_CSV), modified_ns(PRIORS_CSV)) if _chain(r)]
+    return pick_prior(rows, workload, method, models().get(target))
+
+
+def _chain(row: dict) -> bool:
+    hint = str(row.get("draft_hint", "")).lower()
+    return "chain" in hint and "tree" not in hint
+
+
 def prior(workload: str, method: str, target: str, draft: str | None = None) -> Prior | None:
     """`presets.pick_prior` for a workload, method, target id and (a draft model's) draft
     id: the published figure the acceptance input fills in (cached: extending a prior's

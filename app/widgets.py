@@ -40,7 +40,7 @@ from itertools import pairwise
 import streamlit as st
 
 from app import own_models, sim
-from app.presets import MEASURED, WORKLOADS, Prior
+from app.presets import MEASURED, WORKLOADS, Prior, slug
 from app.text import plain
 from simulator.errors import InputError
 from simulator.inputs.scenarios import K_LIMIT
@@ -793,6 +793,20 @@ def known_positions(scenario: Scenario) -> int | None:
         return int(measured["k"]) if measured.get("k") else None
     prior = _prior(scenario.workload, scenario.method, scenario.target)
     return prior.k if prior is not None else None
+
+
+def acceptance_source(scenario: Scenario) -> tuple[str, Prior | None]:
+    """Where the scenario's α comes from, as `acceptance_range.BASES` names it, and the
+    published prior behind it (None when measured or typed)."""
+    if scenario.workload == MEASURED and st.session_state.get(sim.MEASURED_KEY):
+        return "measured", None
+    prior = _prior(scenario.workload, scenario.method, scenario.target)
+    if prior is None or abs(prior.alpha - scenario.alpha) > 5e-4:
+        return "typed", None
+    model = sim.models().get(scenario.target)
+    names = {slug(scenario.target), slug(model.name) if model else ""} - {""}
+    own = any(n in slug(prior.hint) for n in names) and not prior.pair
+    return ("prior" if own else "borrowed"), prior
 
 
 def acceptance_basis(scenario: Scenario) -> str:

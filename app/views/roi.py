@@ -13,9 +13,11 @@ from app.formatting import delta, money, signed_money, span
 from app.presets import MEASURED
 from app.summary import decision_summary
 from simulator.errors import InputError
+from simulator.inputs.scenarios import ACCEPTANCE_COLUMNS
 from simulator.model.defaults import DEFAULTS
 from simulator.model.economics import get_payback_months
 from simulator.model.predict import MEMORY_REASONS, status_reasons
+from simulator.planning.acceptance_range import alpha_band, at_alpha
 from simulator.planning.preflight import K_MAX_SENSIBLE
 from simulator.planning.reports import add_economics
 from simulator.planning.sizer import DEFAULT_BATCHES
@@ -31,19 +33,55 @@ DEFAULT_BATCH = 16
 DEFAULT_MIGRATION_USD = 20_000
 
 
-def _money_range(row, batch: int):
-    """(error, `uncertainty.MoneyRange`) for this row at the model's validated error at
-    its batch, or None where the error or the speedup is unknown."""
+def _acceptance_ends(row, k: int, batch: int):
+    """(band, (speedup, spec tok/s) at its low end, at its high end) of the scenario's
+    acceptance (`acceptance_range`), or None without speculation or a band."""
+    if not scenario.speculative:
+        return None
+    basis, prior = widgets.acceptance_source(scenario)
+    chain = sim.chain_prior(scenario.workload, scenario.method, scenario.target)
+    band = alpha_band(
+        scenario.alpha,
+        basis,
+        method=scenario.method,
+        drafter=prior.hint if prior else "",
+        tau=prior.tau if prior else None,
+        k=prior.k if prior else None,
+        chain=(chain.alpha, chain.hint) if chain else None,
+    )
+    if not band.wide:
+        return band, None
+    base = scenario.row(k, batch)
+    acc = {c: base.pop(c) for c in ACCEPTANCE_COLUMNS if c in base}
+    rows = [{**base, **at_alpha(acc, scenario.alpha, a)} for a in (band.low, band.high)]
+    try:
+        ends = sim.run_predict(pd.DataFrame(rows))
+    except InputError:
+        return band, None
+    pairs = list(zip(ends["speedup"], ends["spec_tok_s"], strict=True))
+    return band, tuple((float(a), float(b)) for a, b in pairs)
+
+
+def _money_range(row, batch: int, acceptance=None):
+    """(error, `uncertainty.MoneyRange`, acceptance band and ends) for this row at the
+    model's validated error at its batch and the acceptance's own band, or None where the
+    error or the speedup is unknown."""
     err = sim.speedup_error([batch])
     if err is None or not math.isfinite(float(row["speedup"])):
         return None
-    return float(err[0]), get_money_range(
-        demand_tok_s=row["demand_tok_s"],
-        baseline_tok_s=row["baseline_tok_s"],
-        spec_tok_s=row["spec_tok_s"],
-        hourly_usd_per_gpu=row["gpu_hourly_usd"],
-        num_gpus=row["num_gpus"],
-        error=err[0],
+    ends = acceptance[1] if acceptance else None
+    return (
+        float(err[0]),
+        get_money_range(
+            demand_tok_s=row["demand_tok_s"],
+            baseline_tok_s=row["baseline_tok_s"],
+            spec_tok_s=row["spec_tok_s"],
+            hourly_usd_per_gpu=row["gpu_hourly_usd"],
+            num_gpus=row["num_gpus"],
+            error=err[0],
+            acceptance_ends=None if ends is None else (ends[0][1], ends[1][1]),
+        ),
+        acceptance,
     )
 
 
@@ -75,7 +113,7 @@ def _fractional_saving(row, migration_usd: float, ranged=None) -> str | None:
         f"{months:.1f} months."
     )
     if ranged is not None:
-        err, r = ranged
+        err, r, _ = ranged
         text += (
             f" With the model's error (±{err:.0%}): {span(r.fractional_saving_usd, money)} "
             f"a month, payback {_months(get_payback_range(migration_usd, r.fractional_saving_usd))}."
@@ -89,8 +127,17 @@ def _with_error(row, batch: int, migration_usd: float, ranged) -> str:
     and the verdict that survives it."""
     if ranged is None:
         return ""
-    err, r = ranged
-    low, high = float(row["speedup"]) * (1 - err), float(row["speedup"]) * (1 + err)
+    err, r, acceptance = ranged
+    low = high = float(row["speedup"])
+    why = ""
+    if acceptance is not None:
+        band, ends = acceptance
+        if ends is not None and all(math.isfinite(e[0]) for e in ends):
+            low, high = min(low, ends[0][0]), max(high, ends[1][0])
+            why = f" and acceptance α {band.low:.3f}-{band.high:.3f} ({widgets.plain(band.why)})"
+        elif band.why:
+            why = f" ({widgets.plain(band.why)})"
+    low, high = low * (1 - err), high * (1 + err)
     if low > 1:
         verdict = "speculation pays at this batch even at the low end"
     elif high < 1:
@@ -99,8 +146,8 @@ def _with_error(row, batch: int, migration_usd: float, ranged) -> str:
         verdict = "within the model's error speculation may or may not pay at this batch"
     payback = get_payback_range(migration_usd, r.monthly_saving_usd)
     return (
-        f"With the model's typical error at batch {batch} (±{err:.0%}, Validation page): "
-        f"speedup {low:.2f}-{high:.2f}x, {span(r.replicas_spec, lambda v: f'{v:.0f}')} "
+        f"With the model's typical error at batch {batch} (±{err:.0%}, Validation page)"
+        f"{why}: speedup {low:.2f}-{high:.2f}x, {span(r.replicas_spec, lambda v: f'{v:.0f}')} "
         f"replicas with speculation, {span(r.monthly_cost_spec_usd, money)} a month "
         f"(saving {span(r.monthly_saving_usd, money)}), payback {_months(payback)}; "
         f"{verdict}."
@@ -310,7 +357,7 @@ with left:
         f"TPOT {row['baseline_tpot_ms']:.1f} → {row['spec_tpot_ms']:.1f} ms, latency from "
         f"{widgets.plain(row['latency_source'])}. {widgets.acceptance_basis(scenario)}"
     )
-    ranged = _money_range(row, batch)
+    ranged = _money_range(row, batch, _acceptance_ends(row, k, batch))
     uncertain = _with_error(row, batch, migration_usd, ranged)
     if uncertain:
         st.caption(uncertain)

@@ -61,12 +61,17 @@ def get_money_range(
     num_gpus,
     error,
     hours=DEFAULTS.hours_per_month,
+    acceptance_ends=None,
 ) -> MoneyRange:
     """The money figures with the speculative throughput at spec_tok_s x (1 - error) and
-    x (1 + error); the baseline's as predicted. Whole replicas as `economics` counts them."""
+    x (1 + error); the baseline's as predicted. `acceptance_ends`, the speculative
+    throughput at the low and high end of the acceptance's own band, widens the range:
+    low end x (1 - error), high end x (1 + error). Whole replicas as `economics` counts
+    them."""
     err = np.clip(np.asarray(error, dtype=float), 0.0, 0.99)
     spec = np.asarray(spec_tok_s, dtype=float)
-    ends = (spec * (1 - err), spec * (1 + err))
+    lo, hi = (spec, spec) if acceptance_ends is None else map(np.asarray, acceptance_ends)
+    ends = (np.minimum(lo, spec) * (1 - err), np.maximum(hi, spec) * (1 + err))
     base_rep = economics.get_replicas_needed(demand_tok_s, baseline_tok_s)
     base_cost = economics.get_monthly_cost(hourly_usd_per_gpu, num_gpus, base_rep, hours)
     base_mtok = economics.get_cost_per_mtok(hourly_usd_per_gpu, num_gpus, baseline_tok_s)

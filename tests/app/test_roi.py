@@ -299,16 +299,55 @@ def test_a_setup_that_cannot_run_shows_no_k_or_alpha_verdict(app):
     assert "not checked: the setup cannot run" in text
 
 
+def _range_caption(at) -> str:
+    return next(c.value for c in at.main.caption if "typical error" in c.value).replace("\\", "")
+
+
+def _speedup_span(text: str) -> tuple[float, float]:
+    lo, hi = text.split("speedup ")[1].split("x,")[0].split("-")
+    return float(lo), float(hi)
+
+
 def test_the_headline_speedup_carries_the_validated_error_as_a_range(app):
-    """Issue 27, What users expect: the headline figures appeared exact."""
+    """Issue 27, What users expect: the headline figures appeared exact. With an α typed
+    (no prior behind it), the range is the step-time error's alone."""
     from app import sim
 
-    at = app("roi", query={"batch_size": "32"})
+    at = app("roi", query={"batch_size": "32", "acceptance_rate": "0.71"})
     row = at.session_state["roi_row"]
     band = sim.published_error_band([32], [row["speedup"]]).iloc[0]
-    text = " ".join(c.value for c in at.main.caption)
+    text = _range_caption(at)
     assert f"{band['low']:.2f}-{band['high']:.2f}x" in text
     assert "replicas" in text.split(f"{band['low']:.2f}-{band['high']:.2f}x")[1]
+    assert "taken as given" in text
+
+
+def test_a_tree_prior_planned_as_a_chain_widens_the_range(app):
+    """Issue 34, wrong answer 2: the ±6% left out acceptance, the larger unknown. The
+    70B EAGLE-3 prior is a dynamic tree's; the launch runs a chain: the low end reaches
+    the published chain figure, and replicas and dollars follow."""
+    from app import sim
+
+    query = {"batch_size": "32", "target": "llama-3.3-70b", "method": "eagle3"}
+    at = app("roi", query={**query, "num_gpus": "4", "gpu": "h100-sxm"})
+    row = at.session_state["roi_row"]
+    step = sim.published_error_band([32], [row["speedup"]]).iloc[0]
+    text = _range_caption(at)
+    low, high = _speedup_span(text)
+    assert low < step["low"] - 0.05 and high >= step["high"] - 0.005
+    assert "dynamic tree's figure planned as a chain" in text
+    assert "published chain figure" in text
+
+
+def test_a_measured_acceptance_narrows_the_range_to_the_step_error(app):
+    from tests.app.test_uploads import SCRAPE
+
+    at = app("acceptance")
+    at.file_uploader(key="scrape_upload").set_value(("prod.prom", SCRAPE, "text/plain")).run()
+    at.switch_page("views/roi.py").run()
+    at.selectbox(key="workload").set_value("measured").run()
+    text = _range_caption(at)
+    assert "acceptance measured" in text
 
 
 def _error_at(batch: int) -> float:
