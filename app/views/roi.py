@@ -8,16 +8,14 @@ import math
 import pandas as pd
 import streamlit as st
 
-from app import figures, library_saves, sim, widgets
+from app import acceptance_band, figures, library_saves, sim, widgets
 from app.formatting import delta, money, signed_money, span
 from app.presets import MEASURED
 from app.summary import decision_summary
 from simulator.errors import InputError
-from simulator.inputs.scenarios import ACCEPTANCE_COLUMNS
 from simulator.model.defaults import DEFAULTS
 from simulator.model.economics import get_payback_months
 from simulator.model.predict import MEMORY_REASONS, status_reasons
-from simulator.planning.acceptance_range import alpha_band, at_alpha
 from simulator.planning.preflight import K_MAX_SENSIBLE
 from simulator.planning.reports import add_economics
 from simulator.planning.sizer import DEFAULT_BATCHES
@@ -31,35 +29,6 @@ K_SEARCH = tuple(range(1, K_MAX_SENSIBLE + 1))
 CURVE_ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)
 DEFAULT_BATCH = 16
 DEFAULT_MIGRATION_USD = 20_000
-
-
-def _acceptance_ends(row, k: int, batch: int):
-    """(band, (speedup, spec tok/s) at its low end, at its high end) of the scenario's
-    acceptance (`acceptance_range`), or None without speculation or a band."""
-    if not scenario.speculative:
-        return None
-    basis, prior = widgets.acceptance_source(scenario)
-    chain = sim.chain_prior(scenario.workload, scenario.method, scenario.target)
-    band = alpha_band(
-        scenario.alpha,
-        basis,
-        method=scenario.method,
-        drafter=prior.hint if prior else "",
-        tau=prior.tau if prior else None,
-        k=prior.k if prior else None,
-        chain=(chain.alpha, chain.hint) if chain else None,
-    )
-    if not band.wide:
-        return band, None
-    base = scenario.row(k, batch)
-    acc = {c: base.pop(c) for c in ACCEPTANCE_COLUMNS if c in base}
-    rows = [{**base, **at_alpha(acc, scenario.alpha, a)} for a in (band.low, band.high)]
-    try:
-        ends = sim.run_predict(pd.DataFrame(rows))
-    except InputError:
-        return band, None
-    pairs = list(zip(ends["speedup"], ends["spec_tok_s"], strict=True))
-    return band, tuple((float(a), float(b)) for a, b in pairs)
 
 
 def _money_range(row, batch: int, acceptance=None):
@@ -357,7 +326,7 @@ with left:
         f"TPOT {row['baseline_tpot_ms']:.1f} → {row['spec_tpot_ms']:.1f} ms, latency from "
         f"{widgets.plain(row['latency_source'])}. {widgets.acceptance_basis(scenario)}"
     )
-    ranged = _money_range(row, batch, _acceptance_ends(row, k, batch))
+    ranged = _money_range(row, batch, acceptance_band.ends(scenario, k, batch))
     uncertain = _with_error(row, batch, migration_usd, ranged)
     if uncertain:
         st.caption(uncertain)

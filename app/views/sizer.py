@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import figures, library_saves, sim, widgets
+from app import acceptance_band, figures, library_saves, sim, widgets
 from app.formatting import delta, money, signed_money
 from app.operating_point import (  # the Sizer's defaults, shared with Reports' prefill
     DEFAULT_K_MAX,
@@ -204,6 +204,7 @@ def _with_error(choice: dict, grid, scenario, capacity: tuple) -> str:
         return ""
     demand, spec_per_replica, base_per_replica = capacity
     hourly = choice["monthly_cost_usd"] / (choice["gpus"] * DEFAULTS.hours_per_month)
+    band, scaled = _acceptance_scale(choice, scenario)
     r = get_money_range(
         demand_tok_s=demand,
         baseline_tok_s=base_per_replica,
@@ -211,6 +212,7 @@ def _with_error(choice: dict, grid, scenario, capacity: tuple) -> str:
         hourly_usd_per_gpu=hourly,
         num_gpus=scenario.num_gpus,
         error=err[0],
+        acceptance_ends=None if scaled is None else tuple(spec_per_replica * f for f in scaled),
     )
     reps = sorted({int(x) for x in r.replicas_spec})
     costs = sorted(float(x) for x in r.monthly_cost_spec_usd)
@@ -233,10 +235,27 @@ def _with_error(choice: dict, grid, scenario, capacity: tuple) -> str:
         where = f"speculation pays at batch {batches} even at the model's low end"
     if choice["k"] <= 0:
         return f"With the model's typical error (Validation page): {where}."
+    acceptance = "" if band is None else f" and acceptance α {band.low:.3f}-{band.high:.3f}"
+    if band is not None:
+        acceptance += f" ({widgets.plain(band.why)})"
     return (
         f"With the model's typical error at batch {choice['batch_size']} (±{err[0]:.0%}, "
-        f"Validation page): {'-'.join(map(str, reps))} replicas, {cost} a month; {where}."
+        f"Validation page){acceptance}: {'-'.join(map(str, reps))} replicas, {cost} a "
+        f"month; {where}."
     )
+
+
+def _acceptance_scale(choice: dict, scenario) -> tuple:
+    """(band, (low, high) factors on the operating point's speculative throughput at the
+    acceptance band's ends), or (band or None, None) where the band is a point."""
+    extra = {"gpu_memory_utilization": util, **_layout_columns(choice)}
+    return acceptance_band.ratios(scenario, int(choice["k"]), int(choice["batch_size"]), **extra)
+
+
+def _layout_columns(choice: dict) -> dict:
+    """The chosen layout's scenario columns (none for plain tensor parallelism)."""
+    layout = _chosen_layout(result.layouts)
+    return {} if layout is None else layout.columns()
 
 
 st.title("Concurrency sizer")

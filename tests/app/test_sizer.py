@@ -426,3 +426,14 @@ def test_p99_sizing_carries_the_models_error_as_a_range_too(app):
     captions = " ".join(c.value for c in at.main.caption)
     assert f"With the model's typical error at batch {choice['batch_size']}" in captions
     assert f"{'-'.join(map(str, ends))} replicas" in captions
+
+
+def test_the_range_carries_the_acceptance_band_of_a_tree_prior(app):
+    """Issue 34 item 2: the Sizer's replicas and dollars carry the acceptance's band too."""
+    query = {"target": "llama-3.3-70b", "method": "eagle3", "num_gpus": "4", "gpu": "h100-sxm"}
+    text = " ".join(c.value for c in app("sizer", query=query).main.caption).replace("\\", "")
+    ranged = text.split("With the model's typical error")[1]
+    assert "acceptance α 0.763-0.907" in ranged and "planned as a chain" in ranged
+    typed = app("sizer", query={**query, "acceptance_rate": "0.8"}).main.caption
+    typed_text = " ".join(c.value for c in typed).split("With the model's typical error")[1]
+    assert "taken as given" in typed_text
