@@ -181,6 +181,14 @@ def _server(f: Fields) -> dict:
     s = f.sub("server_info", required=False)
     if s is None:
         return {"model": "", "version": "", "method": "", "k": None, "gpus": 1}
+    split = s.text("disaggregation_mode").lower()
+    if split in ("prefill", "decode"):
+        raise s.fail(
+            "disaggregation_mode",
+            f"a {split} server of a prefill/decode split: the run spans the prefill and "
+            "decode pools, not what the model simulates (one replica doing both); import "
+            "an aggregated run",
+        )
     algorithm = s.text("speculative_algorithm").lower()
     algorithm = "" if algorithm == "none" else algorithm
     topk = s.whole("speculative_eagle_topk", "draft branches", required=False)

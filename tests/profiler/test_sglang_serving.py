@@ -328,3 +328,17 @@ def test_any_field_of_any_value_is_read_or_refused_with_a_message(name, pick, va
             assert math.isfinite(v) and v > 0
     with contextlib.suppress(InputError):
         build([p], target="llama-3.1-8b", gpu="h200", method="eagle3", k=3)
+
+
+@pytest.mark.parametrize("mode", ["prefill", "decode"])
+def test_a_disaggregated_run_is_refused_as_such(mode):
+    """Issue 34, Real files in: a prefill/decode split was priced as one aggregated
+    replica."""
+    objs = lines(NEW)
+    objs[1]["server_info"] = _server_info(disaggregation_mode=mode)
+    with pytest.raises(InputError) as err:
+        parse_file(raw(objs), NEW)
+    assert err.value.field == "server_info.disaggregation_mode"
+    assert "prefill/decode split" in err.value.bare_message and err.value.row == 2
+    objs[1]["server_info"] = _server_info(disaggregation_mode="null")
+    assert len(parse_file(raw(objs), NEW).serving) == len(objs)
