@@ -57,6 +57,17 @@ class EngineFit:
     table: pd.DataFrame
     median_abs_error_before: float | None
     median_abs_error_after: float | None
+    worse: bool = False
+    """The fit would have made its own points worse: the default was kept."""
+
+    @property
+    def speculative_error(self) -> float | None:
+        """Median |TPOT error| after the fit over the speculative points it was not fitted
+        on: the out-of-sample figure a speculative plan rests on (None without any)."""
+        t = self.table
+        held = t["speculative"].astype(bool) & ~t["fitted_on"].astype(bool)
+        errors = t.loc[held, "error_after"].abs().dropna()
+        return float(errors.median()) if len(errors) else None
 
     def summary(self) -> dict:
         """The fit as the profile's `engine.fit` object (no NaN: JSON has none)."""
@@ -89,6 +100,12 @@ class EngineFit:
                     f"acceptance was given, not measured): {self.default_ms:g} ms (default)"
                 ]
             return [f"{self.term}: not fitted (no serving point could be priced)"]
+        if self.worse:
+            return [
+                f"{self.term}: kept at {self.default_ms:g} ms (default): a fit would have made "
+                f"its {self.points} plain point(s) worse (median |TPOT error| "
+                f"{self.median_abs_error_before:.1%} before)"
+            ]
         lines = [
             f"{self.term}: {self.default_ms:g} ms (default) -> {self.fitted_ms:.3f} ms fitted "
             f"on {self.points} serving point(s); their median |TPOT error| "
@@ -319,4 +336,8 @@ def fit_engine_step(
         float(table.loc[table["fitted_on"], col].abs().median()) if n else None
         for col in ("error_before", "error_after")
     )
+    if n and after_err > before_err + 1e-9:
+        table["predicted_after_ms"] = table["predicted_before_ms"]
+        table["error_after"] = table["error_before"]
+        return EngineFit(TERM, default, default, n, table, before_err, before_err, worse=True)
     return EngineFit(TERM, default, fitted, n, table, before_err, after_err)

@@ -243,3 +243,15 @@ def test_the_gpus_per_replica_control_sets_the_fit_and_a_conflict_names_it(app):
         [(trt, json.dumps(doc).encode(), "application/json")]
     ).run()
     assert any("'GPUs per replica'" in e.value and "records 8" in e.value for e in at.error)
+
+
+def test_your_engine_headlines_the_speculative_points_out_of_sample_sorted_by_load(app):
+    """Issue 34, Real files in: the tab led with the plain points' in-sample fit."""
+    at = app("profiles")
+    _upload(at, [_file(SERVE[1]), _file(SERVE[0], max_concurrency=4)])
+    rows = _your_engine(at)
+    assert rows["concurrency"].tolist() == sorted(rows["concurrency"].tolist())
+    metrics = {m.label: m.value for m in at.metric}
+    spec = rows[rows["speculative"] & ~rows["fitted on"]]
+    expected = spec["error after"].abs().median()
+    assert metrics["speculative points, out of sample"] == f"{expected:.1%}"

@@ -84,3 +84,16 @@ def test_a_gpu_count_out_of_range_is_refused_naming_the_flag(value):
     with pytest.raises(InputError) as err:
         build([parsed(SERVE[0])], gpu="h200", num_gpus=value)
     assert err.value.field == "--num-gpus"
+
+
+def test_a_fit_that_makes_its_own_points_worse_keeps_the_default(monkeypatch):
+    """Issue 34, Real files in: the tab offered a host cost that made the plain points
+    worse."""
+    from profiler.imports import fit
+
+    monkeypatch.setattr(fit, "_golden", lambda score, lo, hi: hi)
+    imported = build([parsed(n) for n in SERVE], gpu="h200", method="eagle3")
+    f = imported.fit
+    assert f.worse and f.fitted_ms == f.default_ms
+    assert f.median_abs_error_after == f.median_abs_error_before
+    assert "kept at" in f.lines()[0] and "worse" in f.lines()[0]
