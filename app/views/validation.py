@@ -52,6 +52,14 @@ def _bundled() -> dict[str, Path]:
     return {p.name: p for p in sorted(VALIDATION_DIR.glob("*_validation.csv"))}
 
 
+CV_LABELS = {
+    "in_sample": "in-sample",
+    "cross_validated": "cross-validated",
+    "signed_in_sample": "signed in",
+    "signed_cross_validated": "signed cv",
+}
+
+
 def _cross_validated(errors: pd.DataFrame) -> None:
     """In-sample against leave-one-source-out errors, from the bundled table when it was
     written by this version of the model."""
@@ -76,9 +84,9 @@ def _cross_validated(errors: pd.DataFrame) -> None:
     )
     c3.metric("signed, cross-validated", f"{overall['signed_cross_validated']:+.1%}")
     st.markdown("**In-sample against cross-validated**, by source and by engine")
-    left, right = st.columns(2)
-    left.dataframe(s["source"].round(3), key="published_cv_source")
-    right.dataframe(s["engine"].round(3), key="published_cv_engine")
+    for name in ("source", "engine"):
+        table = s[name].rename(columns=CV_LABELS).round(3)
+        st.dataframe(table, key=f"published_cv_{name}")
 
 
 st.title("Validation")

@@ -102,7 +102,7 @@ def test_page_shows_the_cross_validated_error_beside_the_in_sample_one():
     assert metrics["cross-validated (leave one source out)"] == f"{expected['cross_validated']:.1%}"
     assert metrics["median |error| in-sample"] == f"{expected['in_sample']:.1%}"
     engines = next(d.value for d in at.dataframe if "sglang" in d.value.index.astype(str))
-    assert {"in_sample", "cross_validated"} <= set(engines.columns)
+    assert {"in-sample", "cross-validated"} <= set(engines.columns)
 
 
 H = "mode,workload,batch,k,measured_speedup,predicted_speedup"
