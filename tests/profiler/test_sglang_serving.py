@@ -20,7 +20,7 @@ from profiler.imports.build import build
 from profiler.imports.common import MAX_ROWS
 from simulator.errors import InputError
 from simulator.inputs.profile import load_profile
-from tests.profiler.test_imports import FIXTURES, SERVE
+from tests.profiler.test_imports import _ODD, FIXTURES, SERVE
 
 NEW = "sglang_bench_serving.jsonl"
 OLD = "sglang_bench_serving_old.jsonl"
@@ -300,16 +300,6 @@ def test_cli_import_of_the_old_schema_says_how_tpot_was_had(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------ never a traceback
-
-_ODD = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(10**30), max_value=10**30),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=12),
-    st.lists(st.integers(), max_size=3),
-    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
-)
 
 
 @settings(max_examples=40, deadline=None)
