@@ -22,6 +22,7 @@ from simulator.kernels.tables import (
     ENGINE_CHOICES,
     engine_versions,
     engine_versions_of,
+    host_only,
     prices_version,
 )
 from simulator.model.steady import SERVING_MODES
@@ -613,8 +614,12 @@ IGNORED_MESSAGES = (
     "medusa_heads (method medusa only), mtp_depth (mtp only) or draft_context_len (methods "
     "whose draft keeps a KV cache) given for another method: ignored",
     "engine_version has no kernel tables for this GPU: priced on the roofline",
+    "engine_version has no kernel tables of its own: its kernels are priced from the "
+    "nearest bundled version's, its host costs are its own",
 )
 """Warnings for values a row gives that its method does not use, bit i = message i."""
+_NO_TABLES, _HOST_ONLY = 3, 4
+"""The bits of the engine-version warnings."""
 
 
 def _ignored(method_codes, draft_codes, values, given, positions_given) -> np.ndarray | None:
@@ -718,10 +723,13 @@ def validate_scenarios(
     # A draft named on a row that does not use one is dropped (`ignored` warns of it).
     codes = {c: text[c].codes for c in TEXT_COLUMNS}
     codes["draft"] = np.where(is_draft & (draft.codes >= 0), draft.codes, 0).astype(np.int16)
-    untabled = untabled_versions(codes, known)
-    if untabled.any():
-        bit = untabled.astype(np.int64) << (len(IGNORED_MESSAGES) - 1)
-        ignored = bit if ignored is None else ignored | bit
+    for flagged, message in (
+        (untabled_versions(codes, known), _NO_TABLES),
+        (host_only_versions(codes, known), _HOST_ONLY),
+    ):
+        if flagged.any():
+            bit = flagged.astype(np.int64) << message
+            ignored = bit if ignored is None else ignored | bit
     # Defaults that differ by row (the layout's follow num_gpus, and num_gpus tp_size).
     derived = ("k", "verify_tokens", "gpu_hourly_usd", "num_gpus", "tp_size", "moe_tp_size")
     constant = {c for c in TEXT_COLUMNS if c not in cols}
@@ -867,6 +875,17 @@ def untabled_versions(sc_codes: dict, known: dict) -> np.ndarray:
         gpu = known["gpu"][code // (256 * 65536)]
         e = known["engine"][(code // 65536) % 256]
         out[key == code] = not prices_version(gpu, e, known["engine_version"][code % 65536])
+    return out
+
+
+def host_only_versions(sc_codes: dict, known: dict) -> np.ndarray:
+    """Per row, whether it names a version with host costs of its own and no kernel tables
+    (`tables.host_only`): its kernels come from the nearest version that has them."""
+    pair = sc_codes["engine"].astype(np.int64) * 65536 + sc_codes["engine_version"]
+    out = np.zeros(len(pair), dtype=bool)
+    for code in np.unique(pair[sc_codes["engine_version"] > 0]):
+        e, v = known["engine"][code // 65536], known["engine_version"][code % 65536]
+        out[pair == code] = host_only(e, v)
     return out
 
 

@@ -13,7 +13,7 @@ source and derivation (`SOURCES`); docs/model.md has the tables before and after
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 
@@ -37,29 +37,74 @@ class EngineHost:
 
 
 HOST_COSTS_CSV = Path(__file__).resolve().parents[2] / "data" / "engine_host_costs.csv"
-"""Every engine's host costs, one row per (engine, term), each with its basis ("public",
-"fitted", "assumed", "none"), source and derivation."""
+"""Every engine's host costs, one row per (engine, engine_version, term), each with its
+basis ("public", "fitted", "assumed", "none"), source and derivation. A row with a blank
+`engine_version` holds the engine's figure for every version without its own; a row with
+one overrides that term for that version alone (a version with figures of its own need
+list only the terms that differ)."""
 
 BASES = ("public", "fitted", "assumed", "none")
 
 
+def version_key(engine: str, version: str) -> str:
+    """The key of an engine's host costs at `version` ("" = every version without its
+    own): "sglang", "sglang@0.4.4"."""
+    return f"{engine}@{version}" if version else engine
+
+
 def load_host_costs(path: Path = HOST_COSTS_CSV) -> tuple[dict[str, EngineHost], dict]:
-    """The engines' host costs and, per (engine, term), its basis, source and derivation.
-    Raises ValueError naming the row when a term is missing, unknown or not a number."""
+    """The host costs per `version_key` (each version's figures over its engine's) and, per
+    (key, term), its basis, source and derivation: only the terms a version gives itself.
+    Raises ValueError naming the row when a term is missing, unknown, given twice or not a
+    number, or a version's engine has no figures of its own."""
     terms = {f.name for f in fields(EngineHost)}
     values: dict[str, dict[str, float]] = {}
     notes: dict[tuple[str, str], dict[str, str]] = {}
     with open(path, newline="", encoding="utf-8") as fh:
         for i, row in enumerate(csv.DictReader(fh), start=2):
-            engine, term = row["engine"], row["term"]
+            key = version_key(row["engine"], (row.get("engine_version") or "").strip())
+            term = row["term"]
             if term not in terms or row["basis"] not in BASES:
                 raise ValueError(f"{path.name} line {i}: unknown term or basis {term!r}")
-            values.setdefault(engine, {})[term] = float(row["value_ms"])
-            notes[(engine, term)] = {k: row[k] for k in ("basis", "source", "derivation")}
-    for engine, got in values.items():
-        if set(got) != terms:
+            if term in values.get(key, {}):
+                raise ValueError(f"{path.name} line {i}: {key} gives {term} twice")
+            try:
+                values.setdefault(key, {})[term] = float(row["value_ms"])
+            except ValueError:
+                raise ValueError(f"{path.name} line {i}: value_ms is not a number") from None
+            notes[(key, term)] = {k: row[k] for k in ("basis", "source", "derivation")}
+    hosts = {}
+    for key, got in sorted(values.items(), key=lambda kv: "@" in kv[0]):
+        engine = key.split("@")[0]
+        if "@" in key:
+            if engine not in hosts:
+                raise ValueError(f"{path.name}: {key} has no {engine} figures to go over")
+            hosts[key] = replace(hosts[engine], **got)
+        elif set(got) != terms:
             raise ValueError(f"{path.name}: {engine} lacks {sorted(terms - set(got))}")
-    return {e: EngineHost(**v) for e, v in values.items()}, notes
+        else:
+            hosts[key] = EngineHost(**got)
+    return hosts, notes
 
 
-ENGINE_HOST, SOURCES = load_host_costs()
+HOSTS, SOURCES = load_host_costs()
+ENGINE_HOST = {k: v for k, v in HOSTS.items() if "@" not in k}
+"""Each engine's host costs for every version without figures of its own."""
+VERSION_HOST = {k: v for k, v in HOSTS.items() if "@" in k}
+"""The versions with figures of their own, by `version_key`, merged over their engine's."""
+
+
+def host_for(engine: str, version: str = "") -> EngineHost:
+    """The host costs `engine` pays at `version` ("" or one without figures of its own:
+    the engine's)."""
+    return VERSION_HOST.get(version_key(engine, version)) or ENGINE_HOST[engine]
+
+
+def host_versions(engine: str) -> tuple[str, ...]:
+    """The versions of `engine` with host figures of their own."""
+    return tuple(k.split("@", 1)[1] for k in VERSION_HOST if k.split("@")[0] == engine)
+
+
+def own_terms(key: str) -> tuple[str, ...]:
+    """The terms a `version_key` gives itself (every term, for an engine's own key)."""
+    return tuple(t for (k, t) in SOURCES if k == key)

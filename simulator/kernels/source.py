@@ -18,7 +18,7 @@ from simulator.inputs.specs import ModelSpec
 from simulator.kernels import tables
 from simulator.kernels.axes import Axis
 from simulator.kernels.composite import Layout, get_composite
-from simulator.kernels.engines import ENGINE_HOST, EngineHost
+from simulator.kernels.engines import EngineHost, host_for
 from simulator.kernels.surface import (
     B_GRID,
     M_GRID,
@@ -241,7 +241,7 @@ def resolve(
     d = get_surface(shape_of(draft), *args) if is_draft_model else None
     if is_draft_model and d is None:
         return None
-    return Resolved(surface, d, ENGINE_HOST[engine], float(target.vocab_size))
+    return Resolved(surface, d, host_for(engine, version), float(target.vocab_size))
 
 
 M_AXIS = Axis(M_GRID)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.kernels.engines import host_versions
+
 ENGINES = ("vllm", "sglang", "trtllm")
 """Engines the tables were measured with, as the `engine` scenario column names them."""
 
@@ -88,18 +90,15 @@ def data_root() -> Path:
 
 @functools.cache
 def engine_versions() -> tuple[str, ...]:
-    """Every engine version with GEMM tables on some system in the installed package (the
-    values the `engine_version` column accepts); empty if the package is missing."""
-    try:
-        root = data_root()
-    except ImportError:
-        return ()
-    found = {p.parent.name for p in root.glob("*/gemm/*/*/gemm_perf.parquet")}
+    """Every engine version the `engine_version` column accepts: those with GEMM tables on
+    some system in the installed package and those with host costs of their own
+    (data/engine_host_costs.csv), oldest first; empty if the package is missing."""
+    found = {v for e in ENGINES for v in engine_versions_of(e)}
     return tuple(sorted(found, key=_version_key))
 
 
 @functools.cache
-def engine_versions_of(engine: str) -> tuple[str, ...]:
+def table_versions_of(engine: str) -> tuple[str, ...]:
     """The versions of one engine with GEMM tables on some system, oldest first; empty for
     `other` or without the package."""
     if engine not in ENGINES:
@@ -110,6 +109,29 @@ def engine_versions_of(engine: str) -> tuple[str, ...]:
         return ()
     found = {p.parent.name for p in root.glob(f"*/gemm/{engine}/*/gemm_perf.parquet")}
     return tuple(sorted(found, key=_version_key))
+
+
+@functools.cache
+def engine_versions_of(engine: str) -> tuple[str, ...]:
+    """The versions of one engine a row may name, oldest first: its table versions and,
+    where the package is installed, the versions with host costs of their own (their
+    kernels are priced from the nearest table version, `host_only`)."""
+    tabled = table_versions_of(engine)
+    if not tabled:
+        return ()
+    return tuple(sorted({*tabled, *host_versions(engine)}, key=_version_key))
+
+
+def host_only(engine: str, version: str) -> bool:
+    """Whether `version` has host costs of its own but no kernel tables on any system."""
+    return version in host_versions(engine) and version not in table_versions_of(engine)
+
+
+def nearest(version: str, have) -> str | None:
+    """Of the versions `have`, the oldest at or after `version`, else the newest."""
+    ordered = sorted(have, key=_version_key)
+    later = [v for v in ordered if _version_key(v) >= _version_key(version)]
+    return (later or ordered[-1:] or [None])[0]
 
 
 @functools.cache
@@ -147,14 +169,17 @@ def versions(system: str, engine: str, table: str) -> list[str]:
 
 def resolve_version(system: str, engine: str, version: str | None = None) -> str | None:
     """The engine version whose GEMM and attention tables price `system`: `version` if the
-    tables hold it, else (None asked) the newest that has all three compute tables."""
+    tables hold it, the nearest (`nearest`) if it is a version with host costs alone
+    (`host_only`), else (None asked) the newest that has all three compute tables."""
     have = [
         set(versions(system, engine, t))
         for t in ("gemm", "generation_attention", "context_attention")
     ]
     common = set.intersection(*have) if have else set()
     if version is not None:
-        return version if version in common else None
+        if version in common:
+            return version
+        return nearest(version, common) if host_only(engine, version) else None
     return max(common, key=_version_key) if common else None
 
 

@@ -86,27 +86,41 @@ def shipped(terms: tuple[Term, ...]) -> Values:
 
 def _current(t: Term) -> float:
     if t.engine:
-        return float(getattr(engines.ENGINE_HOST[t.engine], t.name))
+        return float(getattr(_host(t.engine), t.name))
     return float(getattr(DEFAULTS, t.name))
+
+
+def _host(key: str):
+    """The host costs of an engine ("sglang") or of one version ("sglang@0.4.4")."""
+    return engines.VERSION_HOST.get(key) or engines.ENGINE_HOST[key]
 
 
 @contextlib.contextmanager
 def applied(terms: tuple[Term, ...], values: Values) -> Iterator[ModelDefaults]:
     """The roofline defaults with `values`, the engine host costs set to them meanwhile
-    (restored on exit)."""
-    saved = dict(engines.ENGINE_HOST)
+    (restored on exit): an engine's changes reach its versions' terms they do not give."""
+    saved, saved_versions = dict(engines.ENGINE_HOST), dict(engines.VERSION_HOST)
     try:
-        by_engine: dict[str, dict] = {}
+        by_key: dict[str, dict] = {}
         for t in terms:
             if t.engine:
-                by_engine.setdefault(t.engine, {})[t.name] = values[t.label]
-        for engine, changes in by_engine.items():
-            engines.ENGINE_HOST[engine] = dataclasses.replace(saved[engine], **changes)
+                by_key.setdefault(t.engine, {})[t.name] = values[t.label]
+        for key, changes in by_key.items():
+            if key in saved:
+                engines.ENGINE_HOST[key] = dataclasses.replace(saved[key], **changes)
+        for key, host in saved_versions.items():
+            own = {n: getattr(host, n) for n in engines.own_terms(key)}
+            base = engines.ENGINE_HOST[key.split("@")[0]]
+            engines.VERSION_HOST[key] = dataclasses.replace(
+                base, **{**own, **by_key.get(key, {})}
+            )
         roofline = {t.name: values[t.label] for t in terms if not t.engine}
         yield DEFAULTS.replace(**roofline)
     finally:
         engines.ENGINE_HOST.clear()
         engines.ENGINE_HOST.update(saved)
+        engines.VERSION_HOST.clear()
+        engines.VERSION_HOST.update(saved_versions)
 
 
 def objective(errors: pd.DataFrame) -> float:
@@ -196,14 +210,17 @@ set."""
 
 
 def _fallback(t: Term, values: Values) -> float:
-    """An engine term without data takes vLLM's value of it (`FALLBACK_ENGINE`): what the
-    engine would be priced with had its own source not been found."""
-    if t.engine and t.engine != FALLBACK_ENGINE:
-        key = f"{FALLBACK_ENGINE}.{t.name}"
-        if key in values:
-            return values[key]
-        return float(getattr(engines.ENGINE_HOST[FALLBACK_ENGINE], t.name))
-    return values[t.label]
+    """A term without data takes the value it would be priced with had its own source not
+    been found: a version's, its engine's (`Term.engine` "sglang@0.4.4": sglang's); another
+    engine's, vLLM's (`FALLBACK_ENGINE`)."""
+    if not t.engine or t.engine == FALLBACK_ENGINE:
+        return values[t.label]
+    engine = t.engine.split("@")[0]
+    donor = engine if "@" in t.engine else FALLBACK_ENGINE
+    key = f"{donor}.{t.name}"
+    if key in values:
+        return values[key]
+    return float(getattr(engines.ENGINE_HOST[donor], t.name))
 
 
 def fold_values(train: pd.DataFrame, terms, start: Values, owned: list[Term], passes: int):

@@ -22,6 +22,7 @@ GPUS = ["h100-sxm", "h200", "b200", "a100-80gb", "l40s", "mi300x", "l4"]
 ENGINES = [*tables.ENGINE_CHOICES, "VLLM", " sglang "]
 VERSIONS = ["", *tables.engine_versions(), "0.24", "v0.24.0", "1.3.0rc20 "]
 NO_TABLES = "engine_version has no kernel tables for this GPU"
+HOST_ONLY = "engine_version has no kernel tables of its own"
 
 
 def _refused_at(exc) -> None:
@@ -38,7 +39,10 @@ def _honoured(frame: pd.DataFrame):
             warned = NO_TABLES in str(out["warnings"].iloc[i])
             if source.startswith("kernels:"):
                 assert not warned, f"row {i}: warned yet priced from {source}"
-                if version:
+                engine = str(row["engine"]).strip().lower()
+                borrowed = HOST_ONLY in str(out["warnings"].iloc[i])
+                assert borrowed == bool(version and tables.host_only(engine, version)), i
+                if version and not borrowed:
                     assert f"-{version}/" in source, f"row {i}: {version} ignored: {source}"
             elif version:
                 # Roofline for want of the version's tables on this GPU must say so; for

@@ -21,39 +21,46 @@ def _sources(*ids: str) -> pd.DataFrame:
 
 def test_the_fitted_terms_are_those_documented_as_fitted_on_the_development_set():
     labels = {t.label for t in refit.fitted_terms()}
-    assert {"bandwidth_efficiency", "roofline_sharpness", "sglang.head_per_seq_ms"} <= labels
-    assert {"sglang.round_ms", "vllm.round_ms"} <= labels
+    assert {"bandwidth_efficiency", "roofline_sharpness", "sglang@0.4.4.head_per_seq_ms"} <= labels
+    assert {"sglang.round_ms", "sglang@0.4.4.round_ms", "vllm.round_ms"} <= labels
+    # SGLang's current versions have no per-request head cost: no figure, nothing to fit.
+    assert "sglang.head_per_seq_ms" not in labels
     # Public, derived or assumed figures are not refitted.
     assert "vllm.head_forward_ms" not in labels and "vllm.step_ms" not in labels
     assert "trtllm.round_ms" not in labels and "prefill_compute_efficiency" not in labels
 
 
 def test_host_costs_are_set_inside_and_restored_after_even_on_error():
-    terms = (refit.Term("head_per_seq_ms", "sglang"),)
-    before = engines.ENGINE_HOST["sglang"]
+    """A version's own term is set on that version alone; an engine's term reaches its
+    versions that do not give it themselves."""
+    terms = (refit.Term("head_per_seq_ms", "sglang@0.4.4"), refit.Term("step_ms", "sglang"))
+    values = {"sglang@0.4.4.head_per_seq_ms": 0.5, "sglang.step_ms": 2.0}
+    before, before_old = engines.ENGINE_HOST["sglang"], engines.VERSION_HOST["sglang@0.4.4"]
     rows = _sources("eagle3_paper")
+    sglang = rows["engine"][rows["scored"].astype(bool)].to_numpy() == "sglang"
     plain = score(rows)["predicted_speedup"].to_numpy()
-    with refit.applied(terms, {"sglang.head_per_seq_ms": 0.5}):
-        assert engines.ENGINE_HOST["sglang"].head_per_seq_ms == 0.5
+    with refit.applied(terms, values):
+        old = engines.host_for("sglang", "0.4.4")
+        assert old.head_per_seq_ms == 0.5 and old.step_ms == 2.0
+        assert engines.host_for("sglang").head_per_seq_ms == 0.0
+        assert old.round_ms == before_old.round_ms
         slower = score(rows)["predicted_speedup"].to_numpy()
-    assert (
-        slower[rows["engine"][rows["scored"].astype(bool)].to_numpy() == "sglang"]
-        < plain[rows["engine"][rows["scored"].astype(bool)].to_numpy() == "sglang"]
-    ).all()
-    with pytest.raises(RuntimeError), refit.applied(terms, {"sglang.head_per_seq_ms": 0.5}):
+    assert (slower[sglang] < plain[sglang]).all()
+    with pytest.raises(RuntimeError), refit.applied(terms, values):
         raise RuntimeError
     assert engines.ENGINE_HOST["sglang"] is before
+    assert engines.VERSION_HOST["sglang@0.4.4"] is before_old
 
 
 def test_a_term_one_source_sets_is_scored_from_its_fallback_without_that_source():
-    """The EAGLE-3 paper's SGLang rows alone set SGLang's per-sequence head cost: left
-    out, the fold starts it from vLLM's value (0) instead of the paper's 0.06 ms."""
-    terms = (refit.Term("head_per_seq_ms", "sglang", 0.0, 1.0, 0.01),)
+    """The EAGLE-3 paper's SGLang rows (v0.4.4) alone set 0.4.4's per-sequence head cost:
+    left out, the fold starts it from SGLang's current value (0) instead of 0.06 ms."""
+    terms = (refit.Term("head_per_seq_ms", "sglang@0.4.4", 0.0, 1.0, 0.01),)
     rows = _sources("eagle3_paper", "vllm_pr_16035")
     cv = refit.cross_validate(rows, passes=1, terms=terms)
-    assert cv.owned["eagle3_paper"] == "sglang.head_per_seq_ms"
-    assert cv.folds.loc["eagle3_paper", "sglang.head_per_seq_ms"] == 0.0
-    assert cv.shipped["sglang.head_per_seq_ms"] == pytest.approx(0.06)
+    assert cv.owned["eagle3_paper"] == "sglang@0.4.4.head_per_seq_ms"
+    assert cv.folds.loc["eagle3_paper", "sglang@0.4.4.head_per_seq_ms"] == 0.0
+    assert cv.shipped["sglang@0.4.4.head_per_seq_ms"] == pytest.approx(0.06)
     paper = cv.errors[cv.errors["source_id"] == "eagle3_paper"]
     sglang = paper["engine"] == "sglang"
     # Without the per-sequence cost the paper's reversals at large batch turn optimistic.

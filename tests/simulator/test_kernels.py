@@ -288,7 +288,7 @@ def test_every_engine_host_cost_says_where_it_comes_from(tmp_path):
             assert note["source"].startswith("https://"), (engine, term)
     rows = HOST_COSTS_CSV.read_text().splitlines()
     short = tmp_path / "short.csv"
-    short.write_text("\n".join(r for r in rows if not r.startswith("sglang,round_ms")))
+    short.write_text("\n".join(r for r in rows if not r.startswith("sglang,,round_ms")))
     with pytest.raises(ValueError, match="sglang lacks"):
         load_host_costs(short)
 
@@ -320,3 +320,48 @@ def test_axes_find_the_same_intervals_as_a_binary_search():
         assert (i[known] == want_i[known]).all(), grid
         assert (w[known] == want_w[known]).all(), grid
         assert np.isnan(w[~known]).all()
+
+
+def test_a_version_with_host_costs_of_its_own_overrides_only_the_terms_it_gives(tmp_path):
+    """SGLang 0.4.4's round and head costs are its own (the EAGLE-3 paper's runs); its other
+    terms, and every other version's, are SGLang's; a version without an engine row, or a
+    term given twice, is refused naming the line."""
+    from simulator.kernels import engines
+
+    old = engines.host_for("sglang", "0.4.4")
+    new = engines.host_for("sglang", "0.5.14")
+    assert new == engines.host_for("sglang") == engines.ENGINE_HOST["sglang"]
+    assert old.head_per_seq_ms > 0 == new.head_per_seq_ms
+    assert old.step_ms == new.step_ms and old.per_seq_ms == new.per_seq_ms
+    assert set(engines.own_terms("sglang@0.4.4")) == {
+        "round_ms",
+        "head_forward_ms",
+        "head_per_seq_ms",
+    }
+    rows = engines.HOST_COSTS_CSV.read_text().splitlines()
+    twice = tmp_path / "twice.csv"
+    twice.write_text("\n".join([*rows, next(r for r in rows if r.startswith("vllm,,step_ms"))]))
+    with pytest.raises(ValueError, match=r"line \d+: vllm gives step_ms twice"):
+        engines.load_host_costs(twice)
+    orphan = tmp_path / "orphan.csv"
+    orphan.write_text("\n".join([*rows, "mlc,0.1,step_ms,1.0,assumed,,made up"]))
+    with pytest.raises(ValueError, match="mlc@0.1 has no mlc figures"):
+        engines.load_host_costs(orphan)
+
+
+def test_a_row_naming_sglang_0_4_4_pays_its_host_costs_on_the_nearest_tables_and_says_so():
+    """0.4.4 has no kernel tables: the row is priced from the oldest SGLang tables on its
+    GPU, pays 0.4.4's head cost per running request, and its warnings say both."""
+    from simulator.kernels import tables
+
+    row = dict(
+        target="llama-3.1-8b", gpu="h100-sxm", method="eagle3", k=3, engine="sglang",
+        mean_accepted_tokens=2.8, batch_size=32,
+    )
+    old, new = predict(pd.DataFrame([{**row, "engine_version": "0.4.4"}, row])).to_dict("records")
+    oldest = tables.resolve_version("h100_sxm", "sglang", "0.4.4")
+    assert oldest == tables.versions("h100_sxm", "sglang", "generation_attention")[0]
+    assert f"-{oldest}/" in old["latency_source"]
+    assert "no kernel tables of its own" in old["warnings"]
+    assert "no kernel tables of its own" not in str(new["warnings"])
+    assert old["speedup"] < new["speedup"]
