@@ -14,7 +14,9 @@ def cmd_columns(args) -> int:
         print(f"{c.name:26s} {c.help}{default}")
     from simulator.kernels.tables import engine_versions
 
-    print(f"{'':26s} engine versions (kernel tables or host costs of their own): {', '.join(engine_versions())}")
+    print(
+        f"{'':26s} engine versions (kernel tables or host costs of their own): {', '.join(engine_versions())}"
+    )
     print()
     print("predict and sweep write these columns, then the outputs (any of them by name with")
     print("--columns; units: ms, tokens/s, GB = 2**30 bytes, $ per 1M generated tokens):")

@@ -111,9 +111,7 @@ def applied(terms: tuple[Term, ...], values: Values) -> Iterator[ModelDefaults]:
         for key, host in saved_versions.items():
             own = {n: getattr(host, n) for n in engines.own_terms(key)}
             base = engines.ENGINE_HOST[key.split("@")[0]]
-            engines.VERSION_HOST[key] = dataclasses.replace(
-                base, **{**own, **by_key.get(key, {})}
-            )
+            engines.VERSION_HOST[key] = dataclasses.replace(base, **{**own, **by_key.get(key, {})})
         roofline = {t.name: values[t.label] for t in terms if not t.engine}
         yield DEFAULTS.replace(**roofline)
     finally:

@@ -345,7 +345,7 @@ def test_a_version_with_host_costs_of_its_own_overrides_only_the_terms_it_gives(
         engines.load_host_costs(twice)
     orphan = tmp_path / "orphan.csv"
     orphan.write_text("\n".join([*rows, "mlc,0.1,step_ms,1.0,assumed,,made up"]))
-    with pytest.raises(ValueError, match="mlc@0.1 has no mlc figures"):
+    with pytest.raises(ValueError, match=r"mlc@0\.1 has no mlc figures"):
         engines.load_host_costs(orphan)
 
 
@@ -355,8 +355,13 @@ def test_a_row_naming_sglang_0_4_4_pays_its_host_costs_on_the_nearest_tables_and
     from simulator.kernels import tables
 
     row = dict(
-        target="llama-3.1-8b", gpu="h100-sxm", method="eagle3", k=3, engine="sglang",
-        mean_accepted_tokens=2.8, batch_size=32,
+        target="llama-3.1-8b",
+        gpu="h100-sxm",
+        method="eagle3",
+        k=3,
+        engine="sglang",
+        mean_accepted_tokens=2.8,
+        batch_size=32,
     )
     old, new = predict(pd.DataFrame([{**row, "engine_version": "0.4.4"}, row])).to_dict("records")
     oldest = tables.resolve_version("h100_sxm", "sglang", "0.4.4")
