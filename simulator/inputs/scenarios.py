@@ -834,14 +834,14 @@ def _check_text(cols, n: int, gpus, models, check: _Checker):
     return text, known
 
 
-def _version_pairs(engine: _Text, version: _Text, known, keep) -> np.ndarray:
-    """Per row, whether `keep(engine, version)` holds for its (engine, version) pair;
-    False where no version is given. Each distinct pair is looked at once."""
-    given = version.codes > 0
+def _version_pairs(engine, version, known, keep) -> np.ndarray:
+    """Per row, whether `keep(engine, version)` holds for its (engine, version) pair, from
+    their codes; False where no version is given. Each distinct pair is looked at once."""
+    given = version > 0
     out = np.zeros(len(given), dtype=bool)
     if not given.any():
         return out
-    pair = engine.codes.astype(np.int64) * 65536 + version.codes
+    pair = engine.astype(np.int64) * 65536 + version
     for code in np.unique(pair[given]):
         e, v = known["engine"][code // 65536], known["engine_version"][code % 65536]
         out[pair == code] = keep(e, v)
@@ -851,7 +851,9 @@ def _version_pairs(engine: _Text, version: _Text, known, keep) -> np.ndarray:
 def _check_engine_versions(engine: _Text, version: _Text, known, check: _Checker) -> None:
     """A version is refused where the row's engine has no tables of it (another engine's
     version, or any version with engine `other`)."""
-    foreign = _version_pairs(engine, version, known, lambda e, v: v not in engine_versions_of(e))
+    foreign = _version_pairs(
+        engine.codes, version.codes, known, lambda e, v: v not in engine_versions_of(e)
+    )
 
     def why(i: int) -> str:
         e, v = known["engine"][engine.codes[i]], version.value(i)
@@ -881,12 +883,7 @@ def untabled_versions(sc_codes: dict, known: dict) -> np.ndarray:
 def host_only_versions(sc_codes: dict, known: dict) -> np.ndarray:
     """Per row, whether it names a version with host costs of its own and no kernel tables
     (`tables.host_only`): its kernels come from the nearest version that has them."""
-    pair = sc_codes["engine"].astype(np.int64) * 65536 + sc_codes["engine_version"]
-    out = np.zeros(len(pair), dtype=bool)
-    for code in np.unique(pair[sc_codes["engine_version"] > 0]):
-        e, v = known["engine"][code // 65536], known["engine_version"][code % 65536]
-        out[pair == code] = host_only(e, v)
-    return out
+    return _version_pairs(sc_codes["engine"], sc_codes["engine_version"], known, host_only)
 
 
 def _check_numbers(cols, n: int, method, spec, check: _Checker):
