@@ -25,6 +25,7 @@ Units: ms, tokens. Every evaluation broadcasts over arrays.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -316,8 +317,28 @@ def _decode_attention_grid(system, engine, version, heads, kvh, hd, kv_dtype):
             cube[float(nh)] = piv.to_numpy(float)
     if not cube:
         raise NoSurface("decode attention table has no complete grid")
-    attn = np.stack([_heads_interp(cube, heads * q) for q in range(1, Q_MAX + 1)])
+    packed = _per_head_non_increasing(cube)
+    attn = np.stack(
+        [_heads_interp(cube if q == 1 else packed, heads * q) for q in range(1, Q_MAX + 1)]
+    )
     return b_grid, steps + 1.0, attn
+
+
+def _per_head_non_increasing(cube: dict) -> dict:
+    """The grids with time per query head non-increasing as the head count grows, for
+    reading q verify queries packed as q x the model's query heads over its KV heads.
+
+    A table's grid at a head count is the engine's non-speculative kernel for that head
+    group, which at large groups can be another kernel: TensorRT-LLM's table times 96 and
+    128 query heads over 2 KV heads 4-10x slower than 64, its XQA fallback. A verify runs
+    the speculative kernel at the model's own group, which tiles q x group rows over one
+    KV read (TensorRT-LLM decoderXQAImplCommon.cpp: multi-query-token kernels take any
+    group), so its work grows at most linearly with the queries."""
+    hs = sorted(cube)
+    out = {hs[0]: cube[hs[0]]}
+    for lo, hi in itertools.pairwise(hs):
+        out[hi] = np.minimum(cube[hi], out[lo] * (hi / lo))
+    return out
 
 
 def _prefill_attention_grid(system, engine, version, heads, kvh, hd, kv_dtype):

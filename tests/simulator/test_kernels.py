@@ -123,6 +123,26 @@ def test_verify_reads_each_sequences_kv_once():
     assert shared[-1] / decode[-1] < 1.3 < separate[-1] / decode[-1]
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_each_extra_verify_query_costs_at_most_its_share_of_the_attention(engine):
+    """Issue 35: TensorRT-LLM's verify over decode jumped from 1.25 at K = 3 to 1.85 at
+    K = 4 (70B, 4x H100, batch 32). Packed as K + 1 queries per KV head, the verify read
+    the table at 80 query heads over 2 KV heads, where its 96- and 128-head points time
+    the non-speculative kernel's fallback for head groups it has no kernel for; the
+    engine's speculative kernel tiles any group. Work grows linearly with the queries over
+    one KV read, so q queries cost at most q / (q - 1) times q - 1 queries."""
+    s = get_surface(
+        shape_of(default_models()["llama-3.3-70b"]), "h100-sxm", engine, "", "bf16", "bf16", 4
+    )
+    for kv in (1024.0, 4096.0):
+        attn = np.array([s.attention_ms(32, kv, q) for q in range(1, 9)])
+        growth = attn[1:] / attn[:-1]
+        allowed = np.arange(2, 9) / np.arange(1, 8)
+        assert (growth <= allowed * (1 + 1e-9)).all(), (kv, growth.round(2))
+        verify = [float(s.forward_ms(32, q, kv) / s.forward_ms(32, 1, kv)) for q in (4, 5)]
+        assert verify[1] < verify[0] * 1.15, (kv, verify)
+
+
 def test_tensor_parallelism_adds_all_reduces_and_splits_the_gemms():
     shape = shape_of(default_models()["llama-3.1-70b"])
     one = get_surface(shape, "h200", "vllm", "", "fp8", "fp8", 1)
