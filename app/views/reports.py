@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import library_saves, sim, widgets
+from app import engine_notes, library_saves, sim, widgets
 from app.formatting import span
 from app.operating_point import DEFAULT_MAX_MODEL_LEN, DEFAULT_UTIL, operating_point
 from app.operating_point import carried as _carried
@@ -133,6 +133,15 @@ def _best_saving(report: pd.DataFrame) -> str:
         f"Largest monthly saving: row {i + 1} ({widgets.plain(r['method'])} K={int(r['k'])}, "
         f"batch {int(r['batch_size'])} on {int(r['num_gpus'])} x {widgets.plain(r['gpu'])}), "
         f"${savings[i]:,.0f} a month against the same setup without speculation."
+    )
+
+
+def _kernel_source(rows: pd.DataFrame) -> str:
+    """A kernel-table latency source among `rows` if any has one, else the first row's:
+    the engine's host costs apply wherever one row is priced by its tables."""
+    sources = rows.get("latency_source", pd.Series(dtype=str)).astype(str)
+    return next(
+        (s for s in sources if s.startswith("kernels")), sources.iloc[0] if len(sources) else ""
     )
 
 
@@ -355,3 +364,10 @@ downloads.download_button(
     icon=":material/terminal:",
     key="download_launch",
 )
+for engine, rows in report.groupby(report["engine"].fillna("vllm").astype(str)):
+    engine_notes.engine_assumptions(
+        engine,
+        sorted(rows["method"].astype(str).unique()),
+        _kernel_source(rows),
+        key=f"reports_engine_costs_{engine}",
+    )

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from app import acceptance_band, figures, library_saves, sim, widgets
+from app import acceptance_band, engine_notes, figures, library_saves, sim, widgets
 from app.formatting import delta, money, signed_money, span
 from app.presets import MEASURED
 from app.summary import decision_summary
@@ -440,4 +440,7 @@ with c2:
         f"{_alpha_text(row['break_even_alpha'])}. Tokens per step p10/p50/p90: "
         f"{row['tokens_per_step_p10']:.0f}/{row['tokens_per_step_p50']:.0f}/"
         f"{row['tokens_per_step_p90']:.0f}."
+    )
+    engine_notes.engine_assumptions(
+        scenario.engine, scenario.method, row["latency_source"], key="roi_engine_costs"
     )

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import acceptance_band, figures, library_saves, sim, widgets
+from app import acceptance_band, engine_notes, figures, library_saves, sim, widgets
 from app.formatting import delta, money, signed_money
 from app.operating_point import (  # the Sizer's defaults, shared with Reports' prefill
     DEFAULT_K_MAX,
@@ -548,6 +548,12 @@ with st.expander("Best K per batch as a table"):
         hide_index=True,
         key="sizer_best_table",
     )
+engine_notes.engine_assumptions(
+    scenario.engine,
+    scenario.method,
+    str(result.grid["latency_source"].iloc[0]) if "latency_source" in result.grid else "",
+    key="sizer_engine_costs",
+)
 
 # ------------------------------------------------------------------ sizing basis
 SIZE_ON = ("mean TPOT (analytic model)", "P99 at the SLO (request-level simulation)")

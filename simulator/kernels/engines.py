@@ -108,3 +108,67 @@ def host_versions(engine: str) -> tuple[str, ...]:
 def own_terms(key: str) -> tuple[str, ...]:
     """The terms a `version_key` gives itself (every term, for an engine's own key)."""
     return tuple(t for (k, t) in SOURCES if k == key)
+
+
+TERM_MEANINGS = {
+    "step_ms": "per engine step",
+    "per_seq_ms": "per running request per step",
+    "round_ms": "per speculative round",
+    "draft_forward_ms": "per draft-model forward",
+    "head_forward_ms": "per head forward",
+    "head_per_seq_ms": "per head forward per running request",
+}
+"""What each host-cost term is charged for, in words a page can show."""
+
+
+def terms_for(method: str) -> tuple[str, ...]:
+    """The host-cost terms a row of `method` pays on the kernel path (Medusa pays its head
+    term once per round, the EAGLE family once per head forward)."""
+    if method == "none":
+        return ("step_ms", "per_seq_ms")
+    spec = ("step_ms", "per_seq_ms", "round_ms")
+    if method == "draft_model":
+        return (*spec, "draft_forward_ms")
+    if method in ("eagle", "eagle3", "mtp"):
+        return (*spec, "head_forward_ms", "head_per_seq_ms")
+    if method == "medusa":
+        return (*spec, "head_forward_ms")
+    return spec
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """One host-cost term as a page shows it: its value in ms and where it comes from."""
+
+    term: str
+    meaning: str
+    value_ms: float
+    basis: str
+    source: str
+    derivation: str
+    version: str
+    """The engine version the figure is its own for; "" for the engine's every version."""
+
+
+def assumptions(engine: str, version: str = "", method: str = "none") -> tuple[Assumption, ...]:
+    """The host costs a row of `engine` at `version` with `method` pays, each with its
+    basis (public, fitted, assumed, none), source and derivation. Values are the ones in
+    force (a cross-validation fold's, inside `refit.applied`)."""
+    host = host_for(engine, version)
+    own = version_key(engine, version)
+    out = []
+    for term in terms_for(method):
+        key = own if (own, term) in SOURCES else engine
+        note = SOURCES[(key, term)]
+        out.append(
+            Assumption(
+                term=term,
+                meaning=TERM_MEANINGS[term],
+                value_ms=float(getattr(host, term)),
+                basis=note["basis"],
+                source=note["source"],
+                derivation=note["derivation"],
+                version=key.split("@", 1)[1] if "@" in key else "",
+            )
+        )
+    return tuple(out)

@@ -397,6 +397,8 @@ def test_reports_follow_the_sidebars_engine_and_temperature_as_roi_does(app, eng
     assert spec["speedup"] == pytest.approx(roi["speedup"], rel=1e-9)
     assert spec["replicas_spec"] == roi["replicas_spec"]
     assert spec["replicas_baseline"] == roi["replicas_baseline"]
+    costs = next(d.value for d in at.dataframe if "how it was set" in d.value.columns)
+    assert "per head forward" in costs["charged"].tolist()
     launch = at.session_state["report_launch_config"]
     if engine == "sglang":
         assert "python -m sglang.launch_server" in launch and "vllm serve" not in launch

@@ -383,3 +383,20 @@ def test_replicas_cost_and_payback_carry_the_validated_error_as_ranges(app):
     lo, hi = get_payback_range(at.number_input(key="migration_usd").value, r.monthly_saving_usd)
     assert f"payback {float(lo):.1f}-{float(hi):.1f} months" in text, text
     assert f"±{err:.0%}" in text
+
+
+@pytest.mark.parametrize(
+    ("engine", "head_ms", "basis"), [("sglang", 0.36, "fitted"), ("trtllm", 0.3, "assumed")]
+)
+def test_the_engines_host_costs_are_shown_with_their_basis(app, engine, head_ms, basis):
+    """Issue 34, smaller defects: SGLang's fitted head cost and the other engine terms
+    decided verdicts and were shown nowhere. ROI lists each term the chosen engine charges
+    its method, with the value in force, its basis and its derivation."""
+    at = app("roi", query={"engine": engine, "method": "eagle3", "batch_size": "32"})
+    table = next(d.value for d in at.dataframe if "how it was set" in d.value.columns)
+    by = table.set_index("charged")
+    assert by.loc["per head forward", "ms"] == pytest.approx(head_ms)
+    assert by.loc["per head forward", "basis"] == basis
+    assert "per draft-model forward" not in by.index
+    assert (by["how it was set"].str.len() > 20).all()
+    assert any("Verify attention" in c.value for c in at.caption)

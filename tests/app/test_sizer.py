@@ -437,3 +437,13 @@ def test_the_range_carries_the_acceptance_band_of_a_tree_prior(app):
     typed = app("sizer", query={**query, "acceptance_rate": "0.8"}).main.caption
     typed_text = " ".join(c.value for c in typed).split("With the model's typical error")[1]
     assert "taken as given" in typed_text
+
+
+def test_the_sizer_shows_the_engines_host_costs_for_its_method(app):
+    """Issue 34, smaller defects: each engine assumption on the page that uses it. A
+    draft-model scenario pays the draft forward's host cost, not the head's."""
+    at = app("sizer", query={"engine": "trtllm", "method": "draft_model"})
+    costs = next(d.value for d in at.dataframe if "how it was set" in d.value.columns)
+    charged = costs.set_index("charged")
+    assert charged.loc["per draft-model forward", "basis"] == "assumed"
+    assert "per head forward" not in charged.index
