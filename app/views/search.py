@@ -59,6 +59,35 @@ def _run(spec, max_configs: int) -> None:
     bar.progress(1.0, text=f"Done in {result.seconds:.1f} s")
 
 
+def _answer_range(b, demand: float) -> str:
+    """The answer's range: the speculative max rate +/- the model's validated speedup error
+    at the answer's concurrency (the published cases' median in its batch bucket), and the
+    replicas and $/1M at demand that follow. '' where the error is unknown."""
+    import math
+
+    from app import sim
+
+    if b["method"] == "none":
+        return ""
+    width = sim.speedup_error([max(float(b["concurrency_at_max_rate"]), 1.0)])
+    if width is None or not math.isfinite(float(width[0])):
+        return ""
+    w, rate = float(width[0]), float(b["max_rate_rps"])
+    fewest = math.ceil(demand / (rate * (1 + w)))
+    most = math.ceil(demand / (rate * (1 - w)))
+    per_replica = float(b["cost_per_mtok_usd"]) / int(b["replicas"])
+    replicas = f"{fewest}" if fewest == most else f"{fewest}-{most}"
+    cost = f"${fewest * per_replica:.3f}"
+    cost += "" if fewest == most else f"-${most * per_replica:.3f}"
+    return (
+        f"Range: {rate * (1 - w):.2f}-{rate * (1 + w):.2f} requests/s per replica "
+        f"(+/-{w:.0%}, the model's median speedup error on published cases near "
+        f"{float(b['concurrency_at_max_rate']):.0f} requests in flight), so {replicas} "
+        f"replica(s) and {cost} per 1M tokens. "
+        "The acceptance is the specification's, taken as given."
+    )
+
+
 def _show(state: dict, spec) -> None:
     table = finish(state["rows"])
     if state["plan"]:
@@ -72,14 +101,19 @@ def _show(state: dict, spec) -> None:
     best = table[table["optimum"]]
     if len(best):
         b = best.iloc[0]
+        demand = spec.traffic.rate_max
         st.success(
             widgets.plain(
-                f"Cheapest within the SLO: #{b['id']} {b['tp']}x {b['gpu']}, {b['method']} "
-                f"K={b['k']}: ${b['cost_per_mtok_usd']:.3f} per 1M tokens at "
-                f"{b['max_rate_rps']:.2f} requests/s per replica; {int(b['replicas'])} "
-                f"replica(s), {int(b['gpus'])} GPUs"
+                f"Cheapest within the SLO: #{b['id']} {b['tp']}x {b['gpu']}, {b['engine']}, "
+                f"{b['method']} K={b['k']}: ${b['cost_per_mtok_usd']:.3f} per 1M tokens at "
+                f"the demand of {demand:g} requests/s; {int(b['replicas'])} replica(s) of "
+                f"{b['max_rate_rps']:.2f} requests/s each at most, {int(b['gpus'])} GPUs"
             )
         )
+        ranged = _answer_range(b, demand)
+        if ranged:
+            st.caption(widgets.plain(ranged))
+        st.code(b["launch_command"], language="bash", wrap_lines=True)
     picked = None
     for which, column in zip(("cost", "throughput"), st.columns(2), strict=True):
         event = column.plotly_chart(

@@ -3,8 +3,10 @@
 `tp` is the replica's GPUs, `layout` how they are split ('TP8', 'TP1 DP8 EP8':
 `simulator.planning.layouts`), `nodes` the hosts one replica spans. Units in the names:
 rates in requests/s per replica, times in ms, costs in USD per million
-output tokens (at the max rate at SLO, where the replica is as busy as the SLO allows),
-hourly cost in USD for the replicas the peak demand needs. `tok_s_per_user` is 1000 / P50
+output tokens at the spec's peak demand (`rate_max`: the whole replicas it needs, each
+busy only as the demand makes it; `cost_per_mtok_at_max_rate_usd` is one replica's at its
+max rate at SLO, a bound the demand reaches only when it fills whole replicas), hourly
+cost in USD for the replicas the peak demand needs. `tok_s_per_user` is 1000 / P50
 TPOT; `concurrency_at_max_rate` the requests in flight by Little's law, rate x (P50 TTFT +
 (mean output - 1) x P50 TPOT) / 1000; `speedup` the max rate with speculation over the
 same deployment's without.
@@ -46,6 +48,7 @@ COLUMNS = (
     "kv_dtype",
     "max_rate_rps",
     "cost_per_mtok_usd",
+    "cost_per_mtok_at_max_rate_usd",
     "ttft_p50_ms",
     "ttft_p99_ms",
     "tpot_p50_ms",
@@ -96,7 +99,8 @@ def row(spec: SearchSpec, s: Screened, arm: ArmResult, base: ArmResult) -> dict:
         "weight_dtype": r.get("weight_dtype") or "default",
         "kv_dtype": r["kv_dtype"],
         "max_rate_rps": rate,
-        "cost_per_mtok_usd": _cost(hourly_replica, rate, out_mean),
+        "cost_per_mtok_usd": _cost_at_demand(hourly_replica, rate, spec.traffic.rate_max, out_mean),
+        "cost_per_mtok_at_max_rate_usd": _cost(hourly_replica, rate, out_mean),
         "ttft_p50_ms": sm.get("ttft_p50_ms", np.nan) if feasible else np.nan,
         "ttft_p99_ms": sm.get("ttft_p99_ms", np.nan) if feasible else np.nan,
         "tpot_p50_ms": sm.get("tpot_p50_ms", np.nan) if feasible else np.nan,
@@ -112,7 +116,9 @@ def row(spec: SearchSpec, s: Screened, arm: ArmResult, base: ArmResult) -> dict:
         "gpus": replicas * tp if feasible else np.nan,
         "hourly_usd": replicas * hourly_replica if feasible else np.nan,
         "baseline_max_rate_rps": base.max_rate_rps,
-        "baseline_cost_per_mtok_usd": _cost(hourly_replica, base.max_rate_rps, out_mean),
+        "baseline_cost_per_mtok_usd": _cost_at_demand(
+            hourly_replica, base.max_rate_rps, spec.traffic.rate_max, out_mean
+        ),
         "speedup": rate / base.max_rate_rps if base.max_rate_rps > 0 else np.nan,
         "on_cost_front": False,
         "on_throughput_front": False,
@@ -131,7 +137,17 @@ def _acceptance(r: dict) -> str:
 
 
 def _cost(hourly: float, rate: float, out_mean: float) -> float:
+    """USD per 1M output tokens of one replica at `hourly` USD serving `rate` requests/s."""
     return hourly * 1e6 / (rate * out_mean * 3600) if rate > 0 else np.inf
+
+
+def _cost_at_demand(hourly: float, rate: float, demand: float, out_mean: float) -> float:
+    """USD per 1M output tokens serving `demand` requests/s on the whole replicas of `rate`
+    requests/s each that it needs (never below `_cost`: a part-filled replica is paid in
+    full)."""
+    if not rate > 0:
+        return np.inf
+    return math.ceil(demand / rate) * hourly * 1e6 / (demand * out_mean * 3600)
 
 
 def launch_command(c, ranges, spec: SearchSpec) -> str:
@@ -196,11 +212,13 @@ def pareto(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def finish(rows: list[dict]) -> pd.DataFrame:
-    """The table in cost order, with both fronts and the optimum marked."""
+    """The table in cost order (ties by P99 TPOT), with both fronts and the optimum marked."""
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     if not len(df):
         return df
-    df = df.sort_values(["cost_per_mtok_usd", "id"], kind="stable").reset_index(drop=True)
+    # At demand, configurations buying the same replicas cost the same: the faster wins.
+    df = df.sort_values(["cost_per_mtok_usd", "tpot_p99_ms", "id"], kind="stable")
+    df = df.reset_index(drop=True)
     feasible = (df["max_rate_rps"] > 0).to_numpy() & (df["status"] == "ok").to_numpy()
     cost = np.where(feasible, df["cost_per_mtok_usd"], np.nan)
     df["on_cost_front"] = pareto(cost, df["tpot_p99_ms"].to_numpy(dtype=float))

@@ -9,6 +9,7 @@ import pandas as pd
 
 from app import figures_search
 from app.widgets import LINK_PARAMS, link_problems
+from simulator.search.table import finish
 
 TINY = """
 models: [llama-3.1-8b]
@@ -34,6 +35,13 @@ def test_page_runs_a_search_and_links_each_configuration(app):
     assert not at.exception, [e.value for e in at.exception]
     assert any("Cheapest within the SLO" in s.value for s in at.success)
     table = at.dataframe[0].value
+    # Issue 34, smaller defects: the launch command beside the answer, not behind a click,
+    # and the answer's range.
+    full = finish(at.session_state["search_result"]["rows"])
+    best = full[full["optimum"]].iloc[0]
+    assert at.code[0].value == best["launch_command"]
+    assert best["method"] == "eagle3"
+    assert any(c.value.startswith("Range") and "replica(s)" in c.value for c in at.caption)
     assert set(table["method"]) == {"none", "eagle3"}
     assert (table["max_rate_rps"] > 0).all()
 

@@ -142,6 +142,25 @@ def test_search_optimum_equals_the_brute_force(space):
     assert best["cost_per_mtok_usd"] == brute_best["cost_per_mtok_usd"]
 
 
+def test_cost_per_mtok_is_at_the_specs_demand_on_the_whole_replicas_it_needs(space):
+    """Issue 34, smaller defects: $/1M was each replica's at its own max rate, as if the
+    demand filled every replica it buys. At the spec's 10 requests/s it is the replicas'
+    hourly cost over the demand's tokens, never below the max-rate figure."""
+    spec, searched, _ = space
+    t = searched.table
+    ok = t[(t["max_rate_rps"] > 0) & (t["status"] == "ok")]
+    assert len(ok) >= 5
+    demand_tokens_h = spec.traffic.rate_max * spec.traffic.output.mean * 3600
+    assert np.allclose(ok["cost_per_mtok_usd"], ok["hourly_usd"] * 1e6 / demand_tokens_h)
+    assert (ok["cost_per_mtok_usd"] >= ok["cost_per_mtok_at_max_rate_usd"] * (1 - 1e-12)).all()
+    part_filled = ok["replicas"] * ok["max_rate_rps"] > spec.traffic.rate_max * 1.01
+    assert (
+        ok.loc[part_filled, "cost_per_mtok_usd"]
+        > ok.loc[part_filled, "cost_per_mtok_at_max_rate_usd"]
+    ).all()
+    assert part_filled.any()
+
+
 def test_stage_one_never_drops_a_configuration_on_the_brute_force_fronts(space):
     _, searched, brute = space
     reasons = {why.split(":")[0].split(" by ")[0] for _, _, why in searched.dropped}
