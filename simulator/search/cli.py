@@ -66,7 +66,7 @@ def write_table(df, out: str) -> None:
 def _line(row: dict, done: int, total: int) -> str:
     if row["max_rate_rps"] > 0 and row["status"] == "ok":
         what = (
-            f"{row['max_rate_rps']:.2f} req/s, ${row['cost_per_mtok_usd']:.3f}/1M tok, "
+            f"{row['max_rate_rps']:.2f} req/s, ${row['cost_per_mtok_usd']:.3f}/1M tok at demand, "
             f"P99 TPOT {row['tpot_p99_ms']:.1f} ms"
         )
     else:
@@ -117,8 +117,9 @@ def cmd_search(args) -> int:
     _log(
         f"optimum: #{best['id']} {best['tp']}x {best['gpu']} {best['layout']} "
         f"{best['method']} K={best['k']}: "
-        f"${best['cost_per_mtok_usd']:.3f} per 1M tokens at {best['max_rate_rps']:.2f} req/s "
-        f"per replica, {int(best['replicas'])} replica(s) for {spec.traffic.rate_max:g} req/s"
+        f"${best['cost_per_mtok_usd']:.3f} per 1M tokens at the demand of "
+        f"{spec.traffic.rate_max:g} req/s: {int(best['replicas'])} replica(s) of at most "
+        f"{best['max_rate_rps']:.2f} req/s each"
     )
     _log(f"launch: {best['launch_command']}")
     return 0
