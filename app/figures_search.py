@@ -115,7 +115,7 @@ def link_params(
     batch = row.get("concurrency_at_max_rate", np.nan)
     if np.isfinite(batch):
         params["batch_size"] = str(int(min(max(round(batch), 1), 4096)))
-    params["requests_per_day"] = str(round(demand_rps * 86400))
+    params["requests_per_s"] = f"{demand_rps:.6g}"
     return params
 
 

@@ -64,6 +64,9 @@ GPU_COUNTS = (1, 2, 4, 8, 16)
 DEFAULT_NUM_GPUS = 4
 """A 70B model in bf16 needs at least two 80 GB GPUs; four is the common deployment."""
 DEFAULT_REQUESTS_PER_DAY = 2_000_000
+MAX_REQUESTS_PER_S = 100_000.0
+DAY_PARAM = "requests_per_day"
+"""Demand per day in links of before it was entered per second (read as `requests_per_s`)."""
 DEFAULT_PROMPT_LEN = 1024
 DEFAULT_OUTPUT_LEN = 256
 FALLBACK_ALPHA = 0.7
@@ -216,7 +219,8 @@ def _link_alpha() -> float | None:
 LINK_NUMBERS = {
     "prompt_len": (1, 1_000_000, True),
     "output_len": (1, 1_000_000, True),
-    "requests_per_day": (0, 10_000_000_000, True),
+    DAY_PARAM: (0, 8_640_000_000, True),
+    "requests_per_s": (0.0, 100_000.0, False),
     "gpu_hourly_usd": (0.0, 1000.0, False),
     ALPHA_KEY: (0.0, 1.0, False),
     "batch_size": (1, 4096, True),
@@ -278,7 +282,7 @@ LINK_PARAMS = frozenset(
         "num_gpus",
         "output_len",
         "prompt_len",
-        "requests_per_day",
+        "requests_per_s",
         "size_on",
         "slo_kind",
         "slo_tok_s",
@@ -289,6 +293,7 @@ LINK_PARAMS = frozenset(
         "workload",
         # Read from the link by the pages themselves.
         ALPHA_KEY,
+        DAY_PARAM,
         POS_PARAM,
         PROFILE_PARAM,
         REPORT_PARAM,
@@ -420,6 +425,20 @@ def _dtype_inputs(sb, released: str, target: str) -> tuple[str, str]:
     return weight_dtype, kv_dtype
 
 
+def _default_requests_per_s() -> float:
+    """The Requests/s input's default: a link of before demand was entered per second
+    carries `requests_per_day` (its range checked with the others), read as the same
+    demand; a `requests_per_s` in the link wins over it, as over any default."""
+    day = st.query_params.get(DAY_PARAM)
+    try:
+        value = float(day) if day is not None else math.nan
+    except ValueError:
+        value = math.nan
+    if 0 <= value <= MAX_REQUESTS_PER_S * 86400:
+        return value / 86400
+    return DEFAULT_REQUESTS_PER_DAY / 86400
+
+
 def _traffic_inputs(sb, g) -> tuple:
     """The sidebar's traffic and price: (prompt tokens, output tokens, requests per day,
     $ per GPU-hour or None for GPU `g`'s catalog price)."""
@@ -432,15 +451,19 @@ def _traffic_inputs(sb, g) -> tuple:
         "Output tokens", 1, 1_000_000, DEFAULT_OUTPUT_LEN, 64, key="output_len", **BIND
     )
     c1, c2 = sb.columns(2)
-    requests_per_day = c1.number_input(
-        "Requests per day",
-        0,
-        10_000_000_000,
-        DEFAULT_REQUESTS_PER_DAY,
-        100_000,
-        key="requests_per_day",
+    requests_per_s = c1.number_input(
+        "Requests/s",
+        0.0,
+        MAX_REQUESTS_PER_S,
+        _default_requests_per_s(),
+        1.0,
+        format="%.2f",
+        key="requests_per_s",
+        help="The service's demand in requests per second, averaged over the day (enter "
+        "the peak to size for it); requests a day below.",
         **BIND,
     )
+    requests_per_day = float(requests_per_s) * 86400
     catalog_price = g.price_usd_per_hr
     price = c2.number_input(
         "$ per GPU-hour",
@@ -455,8 +478,8 @@ def _traffic_inputs(sb, g) -> tuple:
         **BIND,
     )
     sb.caption(
-        f"{requests_per_day:,.0f} requests a day is {requests_per_day / 86400:,.2f} requests/s "
-        "on average. To size for a peak, enter the peak requests/s x 86,400."
+        f"{requests_per_s:,.2f} requests/s is {requests_per_day:,.0f} requests a day. To size "
+        "for a peak, enter the peak requests/s."
     )
     if price is None and catalog_price is None:
         sb.warning(f"{plain(g.name)} has no catalog price: enter one for the costs.")

@@ -320,8 +320,8 @@ with left:
         f"saving of {money(row['monthly_saving_usd'])}.",
     )
     st.caption(
-        f"Demand {row['demand_tok_s']:,.0f} tok/s ({scenario.requests_per_day:,.0f} requests/day"
-        f" x {scenario.output_len} tokens): {row['replicas_baseline']:.0f} → "
+        f"Demand {row['demand_tok_s']:,.0f} tok/s ({scenario.requests_per_day / 86400:,.2f} "
+        f"requests/s x {scenario.output_len} tokens): {row['replicas_baseline']:.0f} → "
         f"{row['replicas_spec']:.0f} replicas. τ = {row['tau']:.2f} tokens per step, "
         f"TPOT {row['baseline_tpot_ms']:.1f} → {row['spec_tpot_ms']:.1f} ms, latency from "
         f"{widgets.plain(row['latency_source'])}. {widgets.acceptance_basis(scenario)}"

@@ -360,6 +360,6 @@ def test_link_params_lists_every_input_bound_to_the_url():
             key = next(kw.value for kw in node.keywords if kw.arg == "key")
             bound.add(key.value if isinstance(key, ast.Constant) else getattr(widgets, key.id))
     read_by_pages = {widgets.ALPHA_KEY, widgets.POS_PARAM, widgets.PROFILE_PARAM}
-    read_by_pages.add(widgets.REPORT_PARAM)
+    read_by_pages |= {widgets.REPORT_PARAM, widgets.DAY_PARAM}
     streamlits = {"embed", "embed_options"}
     assert set(widgets.LINK_PARAMS) == bound | read_by_pages | streamlits

@@ -79,9 +79,9 @@ def test_the_k_chart_says_which_positions_are_extrapolated(app):
     assert "Positions past K=3 are extrapolated" in text
 
 
-def test_the_demand_is_also_said_in_requests_per_second(app):
-    at = app("roi", query={"requests_per_day": "4320000"})
-    assert "4,320,000 requests a day is 50.00 requests/s on average" in _sidebar(at)
+def test_the_demand_is_also_said_in_requests_a_day(app):
+    at = app("roi", query={"requests_per_s": "50"})
+    assert "50.00 requests/s is 4,320,000 requests a day" in _sidebar(at)
 
 
 def test_temperature_is_a_dashboard_input_that_reaches_the_prediction(app):

@@ -400,3 +400,15 @@ def test_the_engines_host_costs_are_shown_with_their_basis(app, engine, head_ms,
     assert "per draft-model forward" not in by.index
     assert (by["how it was set"].str.len() > 20).all()
     assert any("Verify attention" in c.value for c in at.caption)
+
+
+def test_demand_is_entered_in_requests_per_second_and_old_day_links_still_open(app):
+    """Issue 34, smaller defects: demand in requests/s, requests a day the secondary unit.
+    A link of before (`requests_per_day`) opens with the same demand."""
+    at = app("roi", query={"requests_per_s": "50", "batch_size": "8"})
+    assert at.number_input(key="requests_per_s").value == 50.0
+    assert any("4,320,000 requests a day" in c.value for c in at.sidebar.caption)
+    per_s = at.session_state["roi_row"]["demand_tok_s"]
+    old = app("roi", query={"requests_per_day": "4320000", "batch_size": "8"})
+    assert old.number_input(key="requests_per_s").value == pytest.approx(50.0)
+    assert old.session_state["roi_row"]["demand_tok_s"] == pytest.approx(per_s)

@@ -69,7 +69,7 @@ def test_links_carry_the_configuration_the_pages_can_read():
         assert set(query) <= LINK_PARAMS
         assert link_problems(query) == {}
         assert query["k"] == "best" and query["draft"] == "llama-3.2-1b"
-        assert query["batch_size"] == "37" and query["requests_per_day"] == str(20 * 86400)
+        assert query["batch_size"] == "37" and query["requests_per_s"] == "20"
     assert urlparse(links["Concurrency sizer"]).path.endswith("/sizer")
 
 
