@@ -19,6 +19,7 @@ from app import widgets
 from app.library_open import library
 from app.library_ui import (
     guarded,
+    rename_delete_row,
     rerun_message,
     session_only_note,
     show_message,
@@ -74,13 +75,19 @@ def scenario_bar(page: str) -> None:
         notes = c[1].text_input("Notes", key=f"scenario_notes:{page}")
         if c[2].button("Save scenario", key=f"scenario_save:{page}", icon=":material/save:"):
             _save_scenario(lib, page, name, notes)
+        where = f"scenario:{page}"
+        show_message(where)
         saved = lib.entries("scenario")
         if not saved:
             st.caption("No saved scenarios yet.")
             return
         by_name = {e.name: e for e in saved}
-        pick = st.selectbox("Open a saved scenario", list(by_name), key=f"scenario_open:{page}")
+        pick_key = f"scenario_open:{page}"
+        if st.session_state.get(pick_key) not in by_name:
+            st.session_state.pop(pick_key, None)
+        pick = st.selectbox("Open a saved scenario", list(by_name), key=pick_key)
         _scenario_link(lib, by_name[pick])
+        rename_delete_row(lib, by_name[pick], where=where, pick_key=pick_key)
 
 
 def _save_scenario(lib, page: str, name: str, notes: str) -> None:
@@ -192,6 +199,8 @@ def report_bar(rows: pd.DataFrame, report: pd.DataFrame, *, rows_key, clear, col
             st.caption("No saved reports yet.")
             return
         by_name = {e.name: e for e in kept}
+        if st.session_state.get("report_pick") not in by_name:
+            st.session_state.pop("report_pick", None)
         pick = st.selectbox("Open a saved report", list(by_name), key="report_pick")
         e = by_name[pick]
         st.caption(
@@ -205,6 +214,7 @@ def report_bar(rows: pd.DataFrame, report: pd.DataFrame, *, rows_key, clear, col
             on_click=_open_report,
             args=(lib, e.name, rows_key, clear, columns),
         )
+        rename_delete_row(lib, e, where="reports", pick_key="report_pick")
 
 
 def _compare_with_saved(report: pd.DataFrame) -> None:

@@ -1,6 +1,7 @@
 """The team's library on the dashboard: opening it once per server, what every page says
 when there is no database, and the Profiles page's list (search, rename, annotate,
-delete, calibrate). Named scenarios and report tables: `app/library_saves.py`.
+delete, calibrate), and the rename and delete of a saved scenario or report. Saving and
+opening those: `app/library_saves.py`.
 
 The library is opened once per server process (`SPECPLAN_DB_URL`, else the SQLite file
 under the user's data directory). When it cannot be opened the pages keep working on the
@@ -121,6 +122,53 @@ def _delete(lib, kind: str, name: str) -> None:
             st.session_state[sim.CALIBRATE_KEY] = sim.NO_PROFILE
     except InputError as exc:
         rerun_message("profiles", f"Not deleted: {exc}", ok=False)
+
+
+def _rename_picked(lib, kind: str, name: str, key: str, where: str, pick_key: str) -> None:
+    new = st.session_state.get(key, "")
+    try:
+        lib.rename(kind, name, new)
+    except InputError as exc:
+        rerun_message(where, f"Not renamed: {exc}", ok=False)
+        return
+    rerun_message(where, f"Renamed '{name}' to '{new.strip()}'.")
+    st.session_state[pick_key] = new.strip()
+
+
+def _delete_picked(lib, kind: str, name: str, where: str, pick_key: str) -> None:
+    try:
+        lib.delete(kind, name)
+    except InputError as exc:
+        rerun_message(where, f"Not deleted: {exc}", ok=False)
+        return
+    rerun_message(where, f"Deleted '{name}'.")
+    st.session_state.pop(pick_key, None)
+
+
+def rename_delete_row(lib, e, *, where: str, pick_key: str) -> None:
+    """A saved scenario's or report's rename and delete (behind a confirmation), as the
+    Profiles page's list has them; `pick_key` is the selectbox that picked `e`, moved to
+    the new name or cleared, and `where` the `show_message` slot the outcome goes to."""
+    c = st.columns([3, 1, 2, 1], vertical_alignment="bottom")
+    new_key = f"{where}_new_name:{e.id}"
+    c[0].text_input("New name", key=new_key, max_chars=200)
+    c[1].button(
+        "Rename",
+        key=f"{where}_rename",
+        on_click=_rename_picked,
+        args=(lib, e.kind, e.name, new_key, where, pick_key),
+    )
+    confirm = c[2].checkbox(
+        f"Yes, delete '{widgets.plain(e.name[:40])}'", key=f"{where}_confirm:{e.id}"
+    )
+    c[3].button(
+        "Delete",
+        key=f"{where}_delete",
+        disabled=not confirm,
+        on_click=_delete_picked,
+        args=(lib, e.kind, e.name, where, pick_key),
+        type="primary",
+    )
 
 
 def listing_frame(table: pd.DataFrame) -> pd.DataFrame:

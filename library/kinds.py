@@ -16,7 +16,10 @@ from library.errors import LibraryError
 from library.jsontext import parse_json
 from library.store import Library
 from simulator.errors import InputError
+from simulator.inputs import scenarios
 
+DEFAULT_ENGINE = next(c.default for c in scenarios.COLUMNS if c.name == "engine")
+"""The engine of a scenario or report row that names none (the scenario table's default)."""
 MAX_CELL = 1e308
 """Largest number a report's cell may hold (a float's range)."""
 SIMULATOR_DIR = Path(__file__).resolve().parent.parent / "simulator"
@@ -129,6 +132,7 @@ def save_scenario(
         who=who,
         device=clean.get("gpu", ""),
         model=clean.get("target", ""),
+        engine=clean.get("engine") or DEFAULT_ENGINE,
         facts={"page": str(page)},
     )
 
@@ -207,6 +211,7 @@ def save_report(
         model_version=version,
         model=", ".join(sorted({str(t) for t in rows.get("target", [])}))[:500],
         device=", ".join(sorted({str(g) for g in rows.get("gpu", [])}))[:200],
+        engine=", ".join(sorted({str(g) for g in rows.get("engine", [DEFAULT_ENGINE])}))[:64],
         facts={"rows": len(rows)},
     )
 

@@ -201,3 +201,33 @@ def test_a_saved_report_keeps_its_engine_and_temperature(app, db):
     again = app("reports", query={"report": "sglang plan"})
     assert again.data_editor[0].value["engine"].tolist() == ["sglang"] * len(rows)
     assert _table(again, "speedup [x]").equals(shown)
+
+
+def test_saved_scenarios_and_reports_are_renamed_and_deleted_on_the_dashboard(app, db):
+    """Issue 34, smaller defects: saved scenarios and reports could only be removed from
+    the CLI. Each bar renames its pick and deletes it behind a confirmation, and the
+    library lists each entry's engine."""
+    from library.export import listing
+
+    at = app("roi", query={"target": "llama-3.1-8b", "engine": "sglang"})
+    at.text_input(key="scenario_name:roi").set_value("draft plan").run()
+    at.button(key="scenario_save:roi").click().run()
+    saved = open_library(db).get("scenario", "draft plan")
+    at.text_input(key=f"scenario:roi_new_name:{saved.id}").set_value("final plan").run()
+    at.button(key="scenario:roi_rename").click().run()
+    assert any("Renamed 'draft plan' to 'final plan'" in s for s in _texts(at.success))
+    assert at.selectbox(key="scenario_open:roi").value == "final plan"
+    at = app("reports", query={"target": "llama-3.1-8b", "engine": "trtllm"})
+    at.text_input(key="report_save_name").set_value("q3").run()
+    at.button(key="report_save").click().run()
+    table = listing(open_library(db).entries()).set_index("name")
+    assert table.loc["final plan", "engine"] == "sglang"
+    assert table.loc["q3", "engine"] == "trtllm"
+    # Delete stays off until confirmed; then the report is gone from the library.
+    entry = open_library(db).get("report", "q3")
+    assert at.button(key="reports_delete").disabled
+    at.checkbox(key=f"reports_confirm:{entry.id}").check().run()
+    at.button(key="reports_delete").click().run()
+    assert any("Deleted 'q3'" in s for s in _texts(at.success))
+    assert [e.name for e in open_library(db).entries("report")] == []
+    assert any("No saved reports yet" in c.value for c in at.caption)
