@@ -28,7 +28,7 @@ from simulator.model.memory import get_max_concurrency
 from simulator.model.predict import WINDOW_REASONS, status_reasons
 from simulator.planning import k_schedule, launch
 from simulator.planning.layouts import Layout, get_nodes
-from simulator.planning.reports import launch_config_text
+from simulator.planning.reports import ENGINE_LABELS, launch_config_text
 from simulator.planning.sizer import choose_layout, layouts_to_try, schedule_ranges
 from simulator.planning.uncertainty import get_money_range, get_paying_batches
 from simulator.serving import defaults as serve_defaults
@@ -173,6 +173,23 @@ def _p99_capacity(choice: dict, p99: dict, scenario) -> tuple | None:
     if not spec > 0:
         return None
     return scenario.requests_per_day / 86400.0, spec, rate(p99.get(False))
+
+
+ENGINE_ORDER = ("vllm", "sglang", "trtllm")
+"""The engines the Sizer writes a launch command for (engine 'other' gets vLLM's)."""
+
+
+def _k_flags(engine: str, choice, k_launch: int) -> str:
+    """How the plan's K reaches `engine`'s flags, for the heading above its command."""
+    if engine == "vllm":
+        return "`--speculative-config` JSON, K falling with batch size"
+    if engine == "sglang":
+        return f"one K: {choice['k']}, the operating point's; SGLang has no per-batch schedule"
+    return (
+        f"`max_draft_len` {choice['k']}, the operating point's; its `draft_len_schedule` below"
+        if k_launch
+        else f"`max_draft_len` {choice['k']}"
+    )
 
 
 def _k0_note(scenario, ranges, max_num_seqs: int, k: int, mem) -> None:
@@ -662,19 +679,28 @@ if choice is not None:
         "layout": _chosen_layout(result.layouts),
         "nodes": get_nodes(scenario.gpu, scenario.num_gpus),
     }
-    vllm = launch.vllm_command(
-        **common, k=k_launch, weight_dtype=scenario.weight_dtype, ranges=ranges
+    kv_tokens = float(
+        choice.get(
+            "kv_capacity_tokens_spec" if scenario.speculative else "kv_capacity_tokens_baseline",
+            np.nan,
+        )
     )
-    sglang = launch.sglang_command(**common, k=int(choice["k"]))
+    commands = {
+        engine: launch.engine_command(
+            engine,
+            **common,
+            k=k_launch if engine == "vllm" else int(choice["k"]),
+            weight_dtype=scenario.weight_dtype,
+            ranges=ranges,
+            kv_cache_tokens=int(kv_tokens) if np.isfinite(kv_tokens) and kv_tokens > 0 else None,
+        )
+        for engine in ENGINE_ORDER
+    }
+    chosen = scenario.engine if scenario.engine in commands else "vllm"
     vllm_sched = launch.vllm_schedule(ranges) if k_launch else []
     trt_sched = launch.trtllm_draft_len_schedule(ranges) if k_launch else {}
-    st.markdown("**vLLM** (`--speculative-config` JSON, K falling with batch size)")
-    st.code(vllm, language="bash", wrap_lines=True)
-    st.markdown(
-        f"**SGLang** (one K: {choice['k']}, the operating point's; SGLang has no per-batch "
-        "schedule)"
-    )
-    st.code(sglang, language="bash", wrap_lines=True)
+    st.markdown(f"**{ENGINE_LABELS[scenario.engine]}** ({_k_flags(chosen, choice, k_launch)})")
+    st.code(commands[chosen], language="bash", wrap_lines=True)
     if k_launch:
         s1, s2 = st.columns(2)
         s1.markdown("vLLM `num_speculative_tokens_per_batch_size`")
@@ -683,6 +709,11 @@ if choice is not None:
         s2.code(
             json.dumps({str(k): v for k, v in trt_sched.items()}), language="json", wrap_lines=True
         )
+    with st.expander("The same plan on the other engines"):
+        for engine in ENGINE_ORDER:
+            if engine != chosen:
+                st.markdown(f"**{ENGINE_LABELS[engine]}** ({_k_flags(engine, choice, k_launch)})")
+                st.code(commands[engine], language="bash", wrap_lines=True)
     if scenario.speculative:
         with st.expander("Compare with your engine's own tuning (vLLM `tune_speculative_k`)"):
             st.caption(
@@ -695,11 +726,12 @@ if choice is not None:
             st.code(json.dumps(tuned, indent=2), language="json", wrap_lines=True)
     text = launch_config_text(
         title=f"{scenario.target} on {scenario.num_gpus} x {scenario.gpu}, "
-        f"{scenario.method}, max_num_seqs {max_num_seqs}, {choice['replicas']} replicas",
-        vllm=vllm,
-        sglang=sglang,
-        vllm_schedule=vllm_sched,
-        trtllm_schedule=trt_sched,
+        f"{scenario.method}, max_num_seqs {max_num_seqs}, {choice['replicas']} replicas, "
+        f"engine {scenario.engine}",
+        engine=scenario.engine,
+        command=commands[chosen],
+        vllm_schedule=vllm_sched if chosen == "vllm" else None,
+        trtllm_schedule=trt_sched if chosen == "trtllm" else None,
     )
     st.session_state["sizer_launch_config"] = text
     st.download_button(

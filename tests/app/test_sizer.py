@@ -447,3 +447,30 @@ def test_the_sizer_shows_the_engines_host_costs_for_its_method(app):
     charged = costs.set_index("charged")
     assert charged.loc["per draft-model forward", "basis"] == "assumed"
     assert "per head forward" not in charged.index
+
+
+@pytest.mark.parametrize(
+    ("engine", "head"),
+    [
+        ("vllm", "vllm serve"),
+        ("sglang", "python -m sglang.launch_server"),
+        ("trtllm", "trtllm-serve"),
+    ],
+)
+def test_the_launch_command_is_the_chosen_engines(app, engine, head):
+    """Issue 34, smaller defects: the Sizer's launch command followed no engine: vLLM's and
+    SGLang's always, TensorRT-LLM's never. The chosen engine's comes first and alone in the
+    download; the other engines' are offered beside it."""
+    at = app(
+        "sizer",
+        query={"engine": engine, "method": "eagle3", "target": "llama-3.3-70b", "num_gpus": "4"},
+    )
+    choice = at.session_state["sizer_result"]["choice"]
+    first = at.main.code[0].value
+    assert head in first and f"{choice['batch_size']}" in first
+    text = at.session_state["sizer_launch_config"]
+    assert head in text
+    heads = {"vllm serve", "sglang.launch_server", "trtllm-serve"}
+    assert [h for h in heads if h in text] == [h for h in heads if h in head]
+    shown = " ".join(c.value for c in at.code)
+    assert all(h in shown for h in ("vllm serve", "sglang.launch_server", "trtllm-serve"))
