@@ -4,10 +4,12 @@ Reports prefills the same row whether or not the Sizer page ran in this session.
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from app import sim
 from simulator.model.economics import get_demand_tok_s
+from simulator.planning import launch
 
 SLO_KINDS = ("TPOT (ms)", "tokens/s per user")
 DEFAULT_UTIL = 0.9  # vLLM's --gpu-memory-utilization default
@@ -44,3 +46,34 @@ def operating_point(scenario) -> dict | None:
     demand = float(get_demand_tok_s(scenario.requests_per_day, scenario.output_len))
     base = {**scenario.base(), "gpu_memory_utilization": util}
     return sim.run_size(base, k_max=k_max, demand_tok_s=demand, **sizer_slo()).choice
+
+
+def row_command(r, models) -> str:
+    """The launch command of one predicted row (`predict`'s output, a Reports or ROI row)
+    on its engine, with the Sizer's --max-model-len (its input, else its default) within
+    the target's window and never below a request's own length: the same command on every
+    page. TensorRT-LLM's KV fraction is of the memory left after the weights: the row's KV
+    pool caps it (`launch.trtllm_command`); the other engines ignore it."""
+    window = models[r["target"]].max_position_embeddings or 10**9
+    sizer_len = int(carried("max_model_len", DEFAULT_MAX_MODEL_LEN))
+    speculative = r["method"] != "none"
+    kv_tokens = float(
+        r["kv_capacity_tokens_spec" if speculative else "kv_capacity_tokens_baseline"]
+    )
+    util = r.get("gpu_memory_utilization")
+    return launch.engine_command(
+        str(r.get("engine") or "vllm"),
+        target=models[r["target"]],
+        method=r["method"],
+        k=int(r["k"]),
+        num_gpus=int(r["num_gpus"]),
+        gpu_memory_utilization=float(util)
+        if util is not None and np.isfinite(float(util))
+        else DEFAULT_UTIL,
+        max_model_len=max(int(r["prompt_len"] + r["output_len"]), min(sizer_len, window)),
+        max_num_seqs=int(r["batch_size"]),
+        draft=models.get(r["draft"]) if r["method"] == "draft_model" else None,
+        kv_dtype=str(r["kv_dtype"]),
+        weight_dtype=str(r["weight_dtype"]),
+        kv_cache_tokens=int(kv_tokens) if np.isfinite(kv_tokens) and kv_tokens > 0 else None,
+    )

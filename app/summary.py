@@ -16,11 +16,18 @@ def decision_summary(
     crossover: float | None,
     pays_from_start: bool,
     basis: str,
+    engine: str = "",
+    uncertainty: str = "",
+    schedule: str = "",
+    command: str = "",
+    link: str = "",
 ) -> str:
     """Markdown: the verdict at the planned batch, the batch range where speculation pays
     (`crossover`: the batch where the best-K speedup falls to 1, None where it does not in
-    the range; `pays_from_start`: whether it pays at the smallest batch), the money, and
-    what the acceptance figure is."""
+    the range; `pays_from_start`: whether it pays at the smallest batch), the money, what
+    the acceptance figure is, and where given: the engine, the figures' range
+    (`uncertainty`, a sentence), the K schedule, the launch command and the link that
+    reopens the page."""
     speedup = float(row["speedup"])
     saving = float(row["monthly_saving_usd"])
     if not pays_from_start:
@@ -51,6 +58,12 @@ def decision_summary(
         f"{row['cost_per_mtok_spec']:.3f}.",
         f"- TPOT {row['baseline_tpot_ms']:.1f} -> {row['spec_tpot_ms']:.1f} ms.",
         f"- {basis}" if basis else "",
+        f"- Engine: {engine}." if engine else "",
+        f"- {uncertainty}" if uncertainty else "",
+        f"- K schedule (batch range: K): {schedule}." if schedule else "",
+        "",
+        *(["Launch command:", "", "```bash", command, "```", ""] if command else []),
+        f"Reopen these figures: {link}" if link else "",
         "",
         "Made by SpecPlan's ROI calculator.",
     ]

@@ -10,13 +10,12 @@ import streamlit as st
 
 from app import engine_notes, library_saves, sim, widgets
 from app.formatting import span
-from app.operating_point import DEFAULT_MAX_MODEL_LEN, DEFAULT_UTIL, operating_point
+from app.operating_point import DEFAULT_UTIL, operating_point, row_command
 from app.operating_point import carried as _carried
 from simulator.errors import InputError
 from simulator.inputs.specs import KV_DTYPES, METHODS, WEIGHT_DTYPES
 from simulator.kernels.tables import ENGINE_CHOICES
 from simulator.model.predict import CANNOT_RUN_REASONS, status_reasons
-from simulator.planning import launch
 from simulator.planning.preflight import K_MAX_SENSIBLE
 from simulator.planning.reports import (
     MAX_REQUESTS_PER_DAY,
@@ -295,41 +294,13 @@ library_saves.report_bar(
 # ---------------------------------------------------------------------------- launch
 configs = []
 for i, r in enumerate(report.to_dict("records"), start=1):
-    # The Sizer's --max-model-len (its input, else its default), within the target's window
-    # and never below a request's own length: the same command on both pages.
-    window = models[r["target"]].max_position_embeddings or 10**9
-    sizer_len = int(_carried("max_model_len", DEFAULT_MAX_MODEL_LEN))
-    max_len = max(int(r["prompt_len"] + r["output_len"]), min(sizer_len, window))
-    common = {
-        "target": models[r["target"]],
-        "method": r["method"],
-        "k": int(r["k"]),
-        "num_gpus": int(r["num_gpus"]),
-        "gpu_memory_utilization": float(r["gpu_memory_utilization"]),
-        "max_model_len": max_len,
-        "max_num_seqs": int(r["batch_size"]),
-        "draft": models.get(r["draft"]) if r["method"] == "draft_model" else None,
-        "kv_dtype": str(r["kv_dtype"]),
-    }
     engine = str(r.get("engine") or "vllm")
-    # TensorRT-LLM's KV fraction is of the memory left after the weights: the plan's pool
-    # caps it (launch.trtllm_command); the other engines ignore it.
-    kv_tokens = float(
-        r["kv_capacity_tokens_spec" if r["method"] != "none" else "kv_capacity_tokens_baseline"]
-    )
     configs.append(
         launch_config_text(
             title=f"row {i}: {r['target']} on {int(r['num_gpus'])} x {r['gpu']}, "
             f"{r['method']} K={int(r['k'])}, batch {int(r['batch_size'])}, engine {engine}",
             engine=engine,
-            command=launch.engine_command(
-                engine,
-                **common,
-                weight_dtype=str(r["weight_dtype"]),
-                kv_cache_tokens=int(kv_tokens)
-                if np.isfinite(kv_tokens) and kv_tokens > 0
-                else None,
-            ),
+            command=row_command(r, models),
             cannot_run="; ".join(
                 reason
                 for reason in status_reasons(str(r["status"]))

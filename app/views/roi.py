@@ -10,15 +10,16 @@ import streamlit as st
 
 from app import acceptance_band, engine_notes, figures, library_saves, sim, widgets
 from app.formatting import delta, money, signed_money, span
+from app.operating_point import row_command
 from app.presets import MEASURED
 from app.summary import decision_summary
 from simulator.errors import InputError
 from simulator.model.defaults import DEFAULTS
 from simulator.model.economics import get_payback_months
-from simulator.model.predict import MEMORY_REASONS, status_reasons
+from simulator.model.predict import CANNOT_RUN_REASONS, MEMORY_REASONS, status_reasons
 from simulator.planning.preflight import K_MAX_SENSIBLE
-from simulator.planning.reports import add_economics
-from simulator.planning.sizer import DEFAULT_BATCHES
+from simulator.planning.reports import ENGINE_LABELS, add_economics
+from simulator.planning.sizer import DEFAULT_BATCHES, schedule_ranges
 from simulator.planning.uncertainty import get_money_range, get_payback_range
 
 K_OPTIONS = ["best", *(str(k) for k in range(1, 11))]
@@ -192,6 +193,24 @@ def _curve_rows(k_values, batches) -> tuple[pd.DataFrame, list[str]]:
                 rows.append({**base, "acceptance_rate": a, "k": k, "batch_size": batch})
                 labels.append(f"α {a:.1f}")
     return pd.DataFrame(rows), labels
+
+
+def _schedule_text(best: pd.DataFrame) -> str:
+    """The best K at each sampled batch as ranges ('1-16: 3, 17-64: 2, 65-256: 0'), K = 0
+    where no K pays."""
+    pays = best["speedup"].fillna(0.0) > 1.0
+    frame = pd.DataFrame(
+        {"batch_size": best["batch_size"], "best_k": best["k"].where(pays, 0).astype(int)}
+    ).sort_values("batch_size")
+    return ", ".join(f"{lo}-{hi}: {k}" for lo, hi, k in schedule_ranges(frame))
+
+
+def _command_or_reason(row: dict) -> str:
+    """The row's launch command on its engine, or why there is none (it cannot run)."""
+    reasons = [r for r in status_reasons(str(row["status"])) if r in CANNOT_RUN_REASONS]
+    if reasons:
+        return "# No command: " + "; ".join(reasons)
+    return row_command(row, sim.models())
 
 
 def _alpha_text(alpha: float) -> str:
@@ -374,7 +393,13 @@ if k_grid is not None:
         crossover=cross,
         pays_from_start=bool(len(first)) and first[0] > 1.0,
         basis=widgets.acceptance_basis(scenario),
+        engine=ENGINE_LABELS.get(scenario.engine, scenario.engine),
+        uncertainty=uncertain,
+        schedule=_schedule_text(best),
+        command=_command_or_reason(row),
+        link=library_saves.scenario_link("roi", library_saves.scenario_params()),
     )
+    st.session_state["roi_summary"] = summary_md
     c2.download_button(
         "Decision summary (Markdown)",
         summary_md,

@@ -47,3 +47,18 @@ def test_the_roi_page_offers_it(app):
     at = app("roi")
     labels = [b.proto.label for b in at.get("download_button")]
     assert "Decision summary (Markdown)" in labels
+
+
+def test_the_summary_names_engine_range_schedule_command_and_link(app):
+    """Issue 34, smaller defects: the summary named none of the engine, the range, the K
+    schedule, the launch command or the link."""
+    query = {"engine": "sglang", "target": "llama-3.3-70b", "method": "eagle3", "num_gpus": "4"}
+    at = app("roi", query={**query, "gpu": "h100-sxm", "batch_size": "32"})
+    text = at.session_state["roi_summary"]
+    assert "Engine: SGLang." in text
+    assert "With the model's typical error at batch 32" in text
+    schedule = text.split("K schedule (batch range: K): ")[1].split(".\n")[0]
+    assert schedule.startswith("1-") and ": " in schedule
+    assert "python -m sglang.launch_server" in text and "--max-running-requests 32" in text
+    link = text.split("Reopen these figures: ")[1].split("\n")[0]
+    assert link.startswith("/?") and "engine=sglang" in link and "target=llama-3.3-70b" in link
