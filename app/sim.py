@@ -35,7 +35,7 @@ from simulator.model.predict import MEMORY_REASONS, predict, status_reasons
 from simulator.planning.sizer import SizingResult, price_grid, size
 
 PROFILES_DIR = DATA_DIR / "profiles"
-NO_PROFILE = "none: catalog roofline"
+NO_PROFILE = "none: kernel tables where they cover the GPU, else the roofline"
 CALIBRATE_KEY = "calibrate_with"
 UPLOADS_KEY = "uploaded_profiles"
 MEASURED_KEY = "measured_acceptance"
