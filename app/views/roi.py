@@ -17,7 +17,8 @@ from simulator.errors import InputError
 from simulator.model.defaults import DEFAULTS
 from simulator.model.economics import get_payback_months
 from simulator.model.predict import CANNOT_RUN_REASONS, MEMORY_REASONS, status_reasons
-from simulator.planning.preflight import K_MAX_SENSIBLE
+from simulator.planning.k_schedule import RELATIVE_TOLERANCE
+from simulator.planning.preflight import K_MAX_SENSIBLE, checklist
 from simulator.planning.reports import ENGINE_LABELS, add_economics
 from simulator.planning.sizer import DEFAULT_BATCHES, schedule_ranges
 from simulator.planning.uncertainty import get_money_range, get_payback_range
@@ -195,6 +196,40 @@ def _curve_rows(k_values, batches) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(rows), labels
 
 
+K_CHECKS = ("K in a sensible range", "Acceptance above break-even")
+"""The pre-flight checks that judge the K itself (the others judge the setup)."""
+
+
+def _best_k_note(row: dict, curve: pd.DataFrame) -> str:
+    """Why the best K does not pass its own pre-flight check, where it does not, and what
+    to run instead: the smallest K within 1% of its speedup (vLLM's tuner's tie rule), or
+    no speculation where no K pays. `curve` is the scenario's K curve at this batch."""
+    flagged = [
+        c for c in checklist(row, sim.models()) if c.name in K_CHECKS and c.status != "green"
+    ]
+    if not flagged:
+        return ""
+    why = "; ".join(f"{c.name}: {c.why}" for c in flagged)
+    k, speedup = int(row["k"]), float(row["speedup"])
+    if not speedup > 1:
+        advice = "no K pays at this batch: the best is the least slow, so run without speculation"
+    else:
+        near = curve[curve["speedup"] >= speedup * (1 - RELATIVE_TOLERANCE)].sort_values("k")
+        smaller = int(near["k"].iloc[0]) if len(near) else k
+        advice = (
+            f"K = {smaller} gives {float(near['speedup'].iloc[0]):.2f}x, within 1% of it; "
+            "choose it with the K selector"
+            if smaller < k
+            else "no smaller K comes within 1% of it, so it stays the choice; the flag says "
+            "what to watch"
+            if k > int(curve["k"].min())
+            else "it is the smallest K; the flag says what to watch"
+        )
+    return (
+        f"Best K = {k} ({speedup:.2f}x) does not pass its own pre-flight check ({why}): {advice}."
+    )
+
+
 def _schedule_text(best: pd.DataFrame) -> str:
     """The best K at each sampled batch as ranges ('1-16: 3, 17-64: 2, 65-256: 0'), K = 0
     where no K pays."""
@@ -353,6 +388,10 @@ with left:
     if fractional is not None:
         st.caption(fractional)
 widgets.checklist_panel(row, horizontal=True, per_row=3)
+if scenario.speculative and k_choice == "best":
+    note = _best_k_note(row, mine)
+    if note:
+        st.caption(note)
 
 c1, c2 = st.columns(2)
 if k_grid is not None:

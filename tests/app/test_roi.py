@@ -412,3 +412,21 @@ def test_demand_is_entered_in_requests_per_second_and_old_day_links_still_open(a
     old = app("roi", query={"requests_per_day": "4320000", "batch_size": "8"})
     assert old.number_input(key="requests_per_s").value == pytest.approx(50.0)
     assert old.session_state["roi_row"]["demand_tok_s"] == pytest.approx(per_s)
+
+
+def test_a_best_k_its_own_checklist_flags_says_why_and_what_to_run(app):
+    """Issue 34, smaller defects: ROI's best K failed its own pre-flight check (K = 8
+    amber) without a word. The page says which check flags it and what to run instead."""
+    at = app("roi", query={"acceptance_rate": "0.9", "batch_size": "1"})
+    row = at.session_state["roi_row"]
+    assert row["k"] == 8
+    (note,) = [c.value for c in at.main.caption if "own pre-flight check" in c.value]
+    assert "K in a sensible range" in note and "late positions" in note
+    assert "within 1%" in note
+    from app import sim
+    from simulator.planning.preflight import checklist
+
+    quiet = app("roi", query={"acceptance_rate": "0.7", "batch_size": "16"})
+    items = checklist(quiet.session_state["roi_row"], sim.models())
+    assert all(c.status == "green" for c in items[1:3])
+    assert not [c for c in quiet.main.caption if "own pre-flight check" in c.value]
