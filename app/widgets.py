@@ -661,7 +661,7 @@ def _acceptance_inputs(sb, method: str, target: str) -> tuple[str, float, dict]:
         sb.caption("Speculation off: acceptance is not used.")
         return workload, alpha, {}
     if workload == MEASURED:
-        return workload, *_measured_acceptance(sb, alpha, measured, linked)
+        return workload, *_measured_acceptance(sb, alpha, measured, linked, target, method)
     prior = _prior(workload, method, target)
     if prior is None and not linked:
         sb.info(
@@ -672,7 +672,44 @@ def _acceptance_inputs(sb, method: str, target: str) -> tuple[str, float, dict]:
     return workload, *_prior_acceptance(sb, alpha, prior, linked)
 
 
-def _measured_acceptance(sb, alpha: float, measured: dict | None, linked: str):
+def _same_model(name: str, repo: str) -> bool:
+    """Whether a scrape's `model_name` (a repo id, or a local path ending in the repo's
+    name) is the catalog model of Hugging Face repo `repo`."""
+    name, repo = name.strip().lower().rstrip("/"), repo.strip().lower()
+    return bool(repo) and (name == repo or name.rsplit("/", 1)[-1] == repo.rsplit("/", 1)[-1])
+
+
+def measured_mismatch(measured: Mapping, target: str, method: str) -> str:
+    """Why a kept /metrics scrape is not this scenario's acceptance, '' when nothing says
+    so: its counters name another served model than `target`'s repo, or it was loaded
+    while another target or method was planned (what the user said it measures)."""
+    problems = []
+    spec = sim.models().get(target)
+    names = list(measured.get("model_names") or [])
+    if (
+        spec is not None
+        and spec.hf_repo
+        and names
+        and not any(_same_model(n, spec.hf_repo) for n in names)
+    ):
+        problems.append(
+            f"its counters are of {', '.join(names)}, not this scenario's target ({spec.hf_repo})"
+        )
+    elif not names and measured.get("target") and measured["target"] != target:
+        problems.append(f"it was loaded while planning {measured['target']}, not {target}")
+    if measured.get("method") not in (None, "", "none", method) and method != "none":
+        problems.append(
+            f"it was loaded while planning method {measured['method']}; this scenario "
+            f"plans {method}, whose acceptance differs"
+        )
+    if not problems:
+        return ""
+    return plain("The /metrics scrape may not measure this scenario: " + "; ".join(problems)) + "."
+
+
+def _measured_acceptance(
+    sb, alpha: float, measured: dict | None, linked: str, target: str = "", method: str = ""
+):
     """(α, acceptance column) on the 'measured' workload: the session's scrape, else the
     link's rates, else the α typed."""
     if measured:
@@ -682,6 +719,9 @@ def _measured_acceptance(sb, alpha: float, measured: dict | None, linked: str):
             f"α {measured['alpha']:.3f}"
             + (f"; per-position rates {positions}" if positions else "")
         )
+        other = measured_mismatch(measured, target, method)
+        if other:
+            sb.warning(other, icon=":material/warning:")
         if positions:
             return float(measured["alpha"]), {"acceptance_per_position": positions}
         return alpha, {"acceptance_rate": alpha}
@@ -837,8 +877,10 @@ def acceptance_basis(scenario: Scenario) -> str:
     (/metrics), a published prior (until measured acceptance is pasted), or the α typed."""
     if not scenario.speculative:
         return ""
-    if scenario.workload == MEASURED and st.session_state.get(sim.MEASURED_KEY):
-        return "Acceptance measured (your vLLM /metrics scrape)."
+    measured = st.session_state.get(sim.MEASURED_KEY)
+    if scenario.workload == MEASURED and measured:
+        other = measured_mismatch(measured, scenario.target, scenario.method)
+        return "Acceptance measured (your vLLM /metrics scrape)." + (f" {other}" if other else "")
     prior = _prior(scenario.workload, scenario.method, scenario.target)
     if prior is not None and abs(prior.alpha - scenario.alpha) <= 5e-4:
         return (

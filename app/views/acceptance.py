@@ -90,6 +90,9 @@ def _measured(metrics: SpecDecodeMetrics, source: str) -> dict:
         "draft_acceptance_rate": float(metrics.draft_acceptance_rate),
         "acceptance_per_position": metrics.acceptance_per_position,
         "source": source,
+        "model_names": list(metrics.model_names),
+        "method": str(st.session_state.get("method", "")),
+        "target": str(st.session_state.get("target", "")),
     }
 
 
@@ -183,6 +186,13 @@ if metrics is not None:
     m[3].metric("K", _k_shown(metrics), help=_K_HELP[metrics.k_source])
     for note in metrics.notes:
         st.info(widgets.plain(note), icon=":material/info:")
+    other = widgets.measured_mismatch(
+        st.session_state[sim.MEASURED_KEY],
+        str(st.session_state.get("target", "")),
+        str(st.session_state.get("method", "")),
+    )
+    if other:
+        st.warning(other, icon=":material/warning:")
     counters = pd.DataFrame(
         {
             "counter": [

@@ -93,6 +93,8 @@ class SpecDecodeMetrics:
     per_position_upper: list[float] | None = None
     """Under a per-batch schedule, upper bounds matching `per_position_rates`."""
     notes: tuple[str, ...] = ()
+    model_names: tuple[str, ...] = ()
+    """The served models the counters name (`model_name` labels), sorted."""
     """What the reader should know about how the figures were derived."""
 
     @property
@@ -165,6 +167,19 @@ def _position(labels: dict[str, str], name: str, line_no: int, source: str) -> i
             field=name,
         )
     return int(digits)
+
+
+def model_names(text: str | bytes, source: str = "metrics") -> tuple[str, ...]:
+    """The `model_name` labels on a scrape's speculative-decoding counters (vLLM labels
+    every sample with the served model), sorted; () where none carries one."""
+    names = set()
+    for line_no, raw in enumerate(_as_text(text, source).splitlines(), start=1):
+        m = _LINE.match(raw.strip())
+        if m and m.group(1).startswith(_PREFIX):
+            name = _parse_labels(m.group(3) or "", line_no).get("model_name", "").strip()
+            if name:
+                names.add(name[:200])
+    return tuple(sorted(names))
 
 
 def _read_counters(text: str, source: str) -> tuple[dict[str, float], dict[int, float]]:
@@ -513,4 +528,5 @@ def parse_vllm_metrics(
         per_batch_k=per_batch,
         per_position_upper=upper,
         notes=tuple(notes),
+        model_names=model_names(text, source),
     )

@@ -205,3 +205,35 @@ def test_per_batch_k_scrape_uses_the_per_position_counters(app):
     assert measured["acceptance_per_position"].startswith("0.5000;0.2500;")
     bounds = next(d.value for d in at.dataframe if "at most" in d.value.columns)
     assert list(bounds["position"]) == [1, 2, 3, 4]
+
+
+def test_a_scrape_of_another_model_or_method_is_flagged(app):
+    """Issue 34, smaller defects: a /metrics scrape of another model or method planned
+    the scenario without a word. The example scrape's counters name Llama-3.3-70B: planning
+    Llama-3.1-8B with it, or another method than the one it was loaded under, says so."""
+    assert parse_vllm_metrics(EXAMPLE_SCRAPE).model_names == ("meta-llama/Llama-3.3-70B-Instruct",)
+    at = app("acceptance", query={"method": "eagle"})
+    at.button(key="load_example").click().run()
+    assert not [w for w in at.warning if "may not measure" in w.value]
+    at.button(key="use_measured").click().run()
+    at.switch_page("views/roi.py").run()
+    assert not [w for w in at.sidebar.warning if "may not measure" in w.value]
+    at.session_state["target"] = "llama-3.1-8b"
+    at.session_state["method"] = "draft_model"
+    at.run()
+    (warning,) = [w.value for w in at.sidebar.warning if "may not measure" in w.value]
+    text = warning.replace("\\", "")
+    assert (
+        "meta-llama/Llama-3.3-70B-Instruct" in text and "meta-llama/Llama-3.1-8B-Instruct" in text
+    )
+    assert "method eagle" in text and "draft_model" in text
+
+
+def test_a_local_snapshot_path_names_the_same_model_as_its_repo():
+    from app.widgets import _same_model
+
+    repo = "meta-llama/Llama-3.3-70B-Instruct"
+    assert _same_model("/models/llama-3.3-70b-instruct/", repo)
+    assert _same_model(repo, repo)
+    assert not _same_model("meta-llama/Llama-3.1-8B-Instruct", repo)
+    assert not _same_model("anything", "")
