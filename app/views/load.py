@@ -19,6 +19,7 @@ from simulator.serving.engine import (
     arm_scenario,
     arms,
     latency_summary,
+    max_acceptance_spread,
     run_arms,
     step_model,
     summarise_arms,
@@ -114,6 +115,33 @@ st.caption(
     "model, with each request's acceptance drawn around the scenario's. P99 is what an SLO "
     "is written on."
 )
+
+
+def _first_position_rate(scenario) -> float:
+    """The scenario's first-position acceptance: its first per-position rate where it
+    plans by position, else its α (the mean the per-request spread is drawn around)."""
+    positions = str(scenario.acceptance.get("acceptance_per_position", "") or "")
+    try:
+        return float(positions.split(";")[0]) if positions.strip() else float(scenario.alpha)
+    except ValueError:
+        return float(scenario.alpha)
+
+
+def _spread_cap_text(scenario, spread: float) -> str:
+    """The spread in force: the one entered, or the cap at this acceptance where the
+    entered one is wider (`max_acceptance_spread`)."""
+    p1 = _first_position_rate(scenario)
+    cap = max_acceptance_spread(p1)
+    if spread > cap:
+        return (
+            f"In force: s.d. {cap:.3f}, the cap at first-position acceptance {p1:.3f} "
+            f"(the {spread:.2f} entered would pile requests at 0 or 1)."
+        )
+    return (
+        f"In force: s.d. {spread:.3f} (the cap at first-position acceptance {p1:.3f} is {cap:.3f})."
+    )
+
+
 scenario = widgets.scenario_inputs()
 c = st.columns(4)
 kind = c[0].radio("Load", LOAD_KINDS, key="load_kind", **widgets.BIND)
@@ -179,6 +207,8 @@ spread = float(
         "would pile requests at 0 or 1 (the mean's distance to them).",
     )
 )
+if scenario.speculative:
+    c[3].caption(_spread_cap_text(scenario, spread))
 
 if kind == LOAD_KINDS[0]:
     loads = [(float(x), None) for x in np.round(np.linspace(lo, hi, points), 3)]

@@ -199,3 +199,17 @@ def test_the_points_table_beside_the_charts_shows_what_fits_half_a_page(app):
     brief, full = at.table[0].value, at.dataframe[-1].value
     assert list(brief.columns) == ["arm", "req/s", "P99 TPOT ms", "P99 TTFT ms", "goodput req/s"]
     assert len(brief) == len(full) and len(full.columns) > len(brief.columns)
+
+
+def test_the_acceptance_spread_in_force_is_shown_with_its_cap(app):
+    """Issue 34, smaller defects: the spread was capped silently where a wider one would
+    pile requests at 0 or 1. The page says the figure in force and the cap."""
+    from simulator.serving.engine import max_acceptance_spread
+
+    at = app("load", query={"acceptance_rate": "0.95", "acceptance_spread": "0.4"})
+    cap = max_acceptance_spread(0.95)
+    text = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert f"In force: s.d. {cap:.3f}" in text and "0.40 entered" in text
+    wide_ok = app("load", query={"acceptance_rate": "0.95", "acceptance_spread": "0.01"})
+    text = " ".join(c.value for c in wide_ok.caption).replace("\\", "")
+    assert "In force: s.d. 0.010" in text
