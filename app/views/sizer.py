@@ -151,11 +151,18 @@ def _on_p99_basis(choice: dict, base_choice: dict | None, p99: dict, scenario) -
             return point
         replicas = max(1, int(np.ceil(demand_rps / got.rate)))
         per_replica = point["monthly_cost_usd"] / max(point["replicas"], 1)
+        tok_s = got.rate * scenario.output_len
         return {
             **point,
             "replicas": replicas,
             "gpus": replicas * scenario.num_gpus,
             "monthly_cost_usd": per_replica * replicas,
+            # One replica at the rate the P99 allows: its tokens/s, its P99 TPOT there, and
+            # $/1M at that rate (the mean basis's at its own rate, scaled).
+            "tok_s_per_replica": tok_s,
+            "tpot_ms": got.tails.tpot_p99_ms if got.tails is not None else np.nan,
+            "cost_per_mtok": point["cost_per_mtok"] * point["tok_s_per_replica"] / tok_s,
+            "basis": "P99",
         }
 
     spec_got = p99.get(True) if scenario.speculative and choice["k"] > 0 else p99.get(False)
@@ -639,8 +646,9 @@ else:
         delta_color="inverse",
     )
     m[4].metric("$/1M tokens", money(choice["cost_per_mtok"], 3))
+    tpot_label = "P99 TPOT" if choice.get("basis") == "P99" else "mean TPOT"
     left.caption(
-        f"Per replica {choice['tok_s_per_replica']:,.0f} tok/s at TPOT "
+        f"Per replica {choice['tok_s_per_replica']:,.0f} tok/s at {tpot_label} "
         f"{choice['tpot_ms']:.1f} ms. Without speculation: "
         + (
             f"{base_choice['replicas']} replica(s) at batch {base_choice['batch_size']}, "

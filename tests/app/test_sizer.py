@@ -331,6 +331,13 @@ def test_the_deployment_headline_follows_the_p99_basis(app):
     assert headline.split(" ")[0] == str(int(np.ceil(50 / rates[speculates])))
     captions = " ".join(c.value for c in at.main.caption)
     assert "over two seeds of" in captions and "warm-up cut" in captions
+    # Issue 34, smaller defects: the caption and $/1M carried the mean basis's figures.
+    rate = rates[speculates]
+    tok_s = rate * 256
+    assert f"Per replica {tok_s:,.0f} tok/s at P99 TPOT" in captions
+    choice = at.session_state["sizer_result"]["choice"]
+    mean_cost = choice["cost_per_mtok"] * choice["tok_s_per_replica"] / tok_s
+    assert shown["$/1M tokens"].replace("$", "") == f"{mean_cost:.3f}"
 
 
 def test_the_largest_batch_under_the_slo_stops_at_the_engines_cap(app):
