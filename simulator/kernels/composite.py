@@ -388,7 +388,7 @@ def _literal_version(system: str, engine: str, version: str) -> str:
         return "default"
 
 
-@functools.lru_cache(maxsize=128)
+@functools.lru_cache(maxsize=2048)  # about 34 kB a surface
 def get_composite(
     aic_model: str,
     num_layers: int,
@@ -419,6 +419,8 @@ def get_composite(
         layout,
     )
     path = _cache_path(args)
+    if path is not None and path.with_suffix(".none").is_file():
+        return None
     cached = _read_cached(path)
     if cached is not None:
         return cached
@@ -428,22 +430,34 @@ def get_composite(
         logging.getLogger(__name__).info(
             "%s on %s/%s: roofline (%s)", aic_model, gpu_id, engine, exc
         )
+        _write_none(path, str(exc))
         return None
     _write_cached(path, surface)
     return surface
 
 
+@functools.cache
+def _code_digest() -> str:
+    """The sha256 of the modules that build a surface: a kept surface (or a kept "cannot
+    price") of older code is never read back."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for name in ("composite.py", "surface.py", "tables.py", "axes.py"):
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()
+
+
 def _cache_path(args: tuple) -> Path | None:
     """Where a surface is kept between processes (building one asks the engine ~4,000
     times, about a second): `$XDG_CACHE_HOME/specplan/surfaces/`, keyed by every argument,
-    the package's version and, for a local model folder, its config's bytes; None where
-    no cache folder can be named (SPECPLAN_SURFACE_CACHE=off)."""
+    the package's version, the code that builds it and, for a local model folder, its
+    config's bytes; None where no cache folder can be named (SPECPLAN_SURFACE_CACHE=off)."""
     if os.environ.get("SPECPLAN_SURFACE_CACHE", "").lower() == "off":
         return None
     try:
         from importlib.metadata import version
 
-        parts = [repr(args), version("aiconfigurator-core"), str(CACHE_FORMAT)]
+        parts = [repr(args), version("aiconfigurator-core"), str(CACHE_FORMAT), _code_digest()]
         local = Path(args[0]) / "config.json"
         if local.is_file():
             parts.append(hashlib.sha256(local.read_bytes()).hexdigest())
@@ -472,6 +486,21 @@ def _read_cached(path: Path | None) -> KernelSurface | None:
         return surface
     except Exception:
         return None
+
+
+def _write_none(path: Path | None, why: str) -> None:
+    """Keep that the package cannot price these arguments (a `.none` file beside where
+    the surface would be, holding the reason): a sweep over combinations the tables lack
+    asks the engine once, not once per process."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(why[:2000], encoding="utf-8")
+        os.replace(tmp, path.with_suffix(".none"))
+    except OSError:
+        return
 
 
 def _write_cached(path: Path | None, surface: KernelSurface) -> None:

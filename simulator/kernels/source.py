@@ -50,7 +50,7 @@ def shape_of(spec: ModelSpec | None) -> Shape | None:
     return Shape(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(Shape)})
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=4096)  # about 34 kB a surface
 def get_surface(
     shape: Shape | None,
     gpu_id: str,

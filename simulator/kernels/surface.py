@@ -25,6 +25,7 @@ Units: ms, tokens. Every evaluation broadcasts over arrays.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -301,6 +302,7 @@ def _heads_interp(cube: dict, want: float) -> np.ndarray:
     return np.maximum((1 - w) * cube[hs[i]] + w * cube[hs[j]], 0.0)
 
 
+@functools.lru_cache(maxsize=512)  # read-only grids, shared by the shapes of one head layout
 def _decode_attention_grid(system, engine, version, heads, kvh, hd, kv_dtype):
     path = str(tables.table_path(system, engine, version, "generation_attention"))
     df = tables.load_table(path, "generation_attention")
@@ -341,6 +343,7 @@ def _per_head_non_increasing(cube: dict) -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=512)  # read-only grids, shared by the shapes of one head layout
 def _prefill_attention_grid(system, engine, version, heads, kvh, hd, kv_dtype):
     path = str(tables.table_path(system, engine, version, "context_attention"))
     df = tables.load_table(path, "context_attention")

@@ -257,3 +257,27 @@ def test_a_weight_dtype_without_tables_stays_on_the_roofline():
     assert spec.aic_model
     out = predict(rows, break_even=False)
     assert list(out["latency_source"].astype(str)) == ["roofline"]
+
+
+def test_what_the_package_cannot_price_is_kept_and_not_asked_again(monkeypatch, tmp_path):
+    """A sweep over combinations the tables lack asked aiconfigurator's engine again in
+    every process (and, past the in-process cache's size, within one): the "cannot price"
+    is kept on disk beside the surfaces, keyed by the code that decided it."""
+    from simulator.kernels import composite
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    spec = default_models()["glm-5"]
+    args = (spec.aic_model, spec.num_layers, spec.hidden_size, "h200", "sglang", "", "fp8")
+    monkeypatch.setattr(composite, "FP8_BLOCK_RETRY", False)
+    get_composite.cache_clear()
+    assert get_composite(*args, spec.checkpoint_dtype, "fp8", Layout(8, 1, 8, 1)) is None
+    (kept,) = list((tmp_path / "specplan" / "surfaces").glob("*.none"))
+    assert kept.read_text(encoding="utf-8")
+
+    def never(*_args, **_kwargs):
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(composite, "build_composite", never)
+    get_composite.cache_clear()
+    assert get_composite(*args, spec.checkpoint_dtype, "fp8", Layout(8, 1, 8, 1)) is None
+    get_composite.cache_clear()

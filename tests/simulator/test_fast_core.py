@@ -11,10 +11,11 @@ from simulator.inputs.catalog import default_gpus, default_models
 from simulator.inputs.specs import METHODS
 
 
-def _diverse(n: int, seed: int = 3) -> pd.DataFrame:
-    """Valid rows over every method, catalog entry, dtype, acceptance form and mode."""
+def _diverse(n: int, seed: int = 3, models=None, gpus=None) -> pd.DataFrame:
+    """Valid rows over every method, dtype, acceptance form and mode, and every catalog
+    entry (or the `models` and `gpus` given)."""
     rng = np.random.default_rng(seed)
-    models, gpus = list(default_models()), list(default_gpus())
+    models, gpus = list(models or default_models()), list(gpus or default_gpus())
     method = np.array(METHODS)[rng.integers(0, len(METHODS), n)]
     spec = method != "none"
     k = np.where(spec, rng.integers(1, 11, n), 0).astype(float)
@@ -75,6 +76,18 @@ def test_a_table_gives_what_its_rows_give_one_at_a_time():
     _assert_same(whole, rows)
 
 
+GROUPING_MODELS = (
+    "llama-3.1-8b",
+    "llama-3.3-70b",
+    "qwen3-32b",
+    "qwen2.5-0.5b",
+    "tiny",
+    "qwen3-30b-a3b",
+    "deepseek-v3",
+)
+GROUPING_GPUS = ("h100-sxm", "h200", "a100-80gb", "mi300x", "rtx-4090")
+
+
 def test_rows_grouped_by_catalog_entry_give_the_same_answers(monkeypatch):
     # With a low GROUP_ROWS every combination of (method, target, draft, dtypes) is priced
     # with its model figures as scalars and its GPUs' per row; with a huge one, per method
@@ -82,7 +95,10 @@ def test_rows_grouped_by_catalog_entry_give_the_same_answers(monkeypatch):
     import sys
 
     module = sys.modules["simulator.model.predict"]
-    table = _diverse(3000, seed=4)
+    # Dense, MoE, MLA and tiny targets on kernel-table and roofline GPUs: the same
+    # grouping paths as the whole catalog (the test above covers every entry) with far
+    # fewer MoE surfaces to build (the whole catalog took four minutes on a cold cache).
+    table = _diverse(3000, seed=4, models=GROUPING_MODELS, gpus=GROUPING_GPUS)
     monkeypatch.setattr(module, "GROUP_ROWS", 4)
     grouped = predict(table)
     monkeypatch.setattr(module, "GROUP_ROWS", 10**9)
