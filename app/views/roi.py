@@ -196,8 +196,8 @@ def _curve_rows(k_values, batches) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(rows), labels
 
 
+# The pre-flight checks that judge the K itself (the others judge the setup).
 K_CHECKS = ("K in a sensible range", "Acceptance above break-even")
-"""The pre-flight checks that judge the K itself (the others judge the setup)."""
 
 
 def _best_k_note(row: dict, curve: pd.DataFrame) -> str:

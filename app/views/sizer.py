@@ -182,8 +182,8 @@ def _p99_capacity(choice: dict, p99: dict, scenario) -> tuple | None:
     return scenario.requests_per_day / 86400.0, spec, rate(p99.get(False))
 
 
+# The engines the Sizer writes a launch command for (engine 'other' gets vLLM's).
 ENGINE_ORDER = ("vllm", "sglang", "trtllm")
-"""The engines the Sizer writes a launch command for (engine 'other' gets vLLM's)."""
 
 
 def _k_flags(engine: str, choice, k_launch: int) -> str:

@@ -141,3 +141,20 @@ def test_inputs_survive_a_visit_to_another_page(app, view):
     back = _values(at)
     lost = {key: (left[key], back.get(key)) for key in changed if back.get(key) != left[key]}
     assert not lost, f"{view}: inputs reset on return (left, found): {lost}"
+
+
+def test_no_page_script_shows_a_stray_string():
+    """Streamlit's magic writes every bare string statement of a page script onto the
+    page: a constant's docstring there showed 'The pre-flight checks that judge the K
+    itself' above ROI's headline. Only a script's own docstring (first) is kept off."""
+    import ast
+    from pathlib import Path
+
+    views = Path(__file__).resolve().parents[2] / "app" / "views"
+    stray = []
+    for path in sorted(views.glob("*.py")):
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        for node in body[1:]:
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                stray.append(f"{path.name}:{node.lineno}")
+    assert stray == []
