@@ -13,7 +13,7 @@ from simulator.planning import launch
 
 SLO_KINDS = ("TPOT (ms)", "tokens/s per user")
 DEFAULT_UTIL = 0.9  # vLLM's --gpu-memory-utilization default
-DEFAULT_MAX_MODEL_LEN = 8192
+DEFAULT_MAX_MODEL_LEN = launch.DEFAULT_MAX_MODEL_LEN
 DEFAULT_SLO_TPOT_MS = 20.0  # 50 tokens/s per user: a chat that streams faster than it is read
 DEFAULT_SLO_TOK_S = 50.0
 DEFAULT_K_MAX = 8

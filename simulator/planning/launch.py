@@ -47,6 +47,11 @@ SGLANG_CHAIN_NOTE = (
 )
 
 
+DEFAULT_MAX_MODEL_LEN = 8192
+"""The `--max-model-len` every page's command gives by default (the Sizer's input's
+default), within the target's window and never below a request's own length."""
+
+
 def _repo(model: ModelSpec | None, fallback: str) -> str:
     return model.hf_repo if model is not None and model.hf_repo else fallback
 

@@ -158,9 +158,13 @@ def launch_command(c, ranges, spec: SearchSpec) -> str:
     draft = models.get(r.get("draft") or "")
     ranges = tuple(ranges or ())
     k = max((x[2] for x in ranges), default=0) if ranges else int(r.get("k") or 0)
-    max_len = int(spec.traffic.prompt.mean + spec.traffic.output.mean)
+    # The Sizer's --max-model-len for fixed lengths; a length distribution has requests up
+    # to the window, which the simulation served, so the command admits them too.
+    window = int(target.max_position_embeddings or 10**9)
+    request = int(spec.traffic.prompt.mean + spec.traffic.output.mean)
+    max_len = max(request, min(launch.DEFAULT_MAX_MODEL_LEN, window))
     if spec.traffic.prompt.kind != "fixed" or spec.traffic.output.kind != "fixed":
-        max_len = int(target.max_position_embeddings or max_len)
+        max_len = max(request, window if window < 10**9 else max_len)
     kw = dict(
         target=target,
         method=r["method"],

@@ -41,6 +41,9 @@ def test_page_runs_a_search_and_links_each_configuration(app):
     best = full[full["optimum"]].iloc[0]
     assert at.code[0].value == best["launch_command"]
     assert best["method"] == "eagle3"
+    # Issue 34, smaller defects: the search launched --max-model-len 640 (prompt + output)
+    # where the Sizer launches 8192 for the same requests.
+    assert "--max-model-len 8192" in best["launch_command"]
     assert any(c.value.startswith("Range") and "replica(s)" in c.value for c in at.caption)
     assert set(table["method"]) == {"none", "eagle3"}
     assert (table["max_rate_rps"] > 0).all()
