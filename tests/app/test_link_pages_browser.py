@@ -17,7 +17,7 @@ pytestmark = pytest.mark.browser
 server = browser.server
 LINK = (
     "/?target=llama-3.1-8b&method=draft_model&gpu=h200&num_gpus=1&batch_size=32"
-    "&requests_per_day=4320000"
+    "&requests_per_s=50"
 )
 PAGES = ("Concurrency sizer", "Load & SLO", "Reports", "ROI calculator")
 
@@ -82,7 +82,7 @@ def test_a_link_keeps_its_scenario_on_every_page(server, link, target, method):
             assert first["Target model"] == target and first["Method"] == method
             if link == LINK:
                 assert first["GPU"] == "h200" and first["GPUs per replica"] == "1"
-                assert first["Requests per day"] == "4320000"
+                assert first["Requests/s"] == "50.00"
             assert first["Acceptance rate α (per token)"] != ""
             for title in PAGES:
                 browser._go(page, title)
