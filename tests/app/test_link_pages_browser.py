@@ -16,8 +16,7 @@ from tests.app import test_browser as browser
 pytestmark = pytest.mark.browser
 server = browser.server
 LINK = (
-    "/?target=llama-3.1-8b&method=draft_model&gpu=h200&num_gpus=1&batch_size=32"
-    "&requests_per_s=50"
+    "/?target=llama-3.1-8b&method=draft_model&gpu=h200&num_gpus=1&batch_size=32&requests_per_s=50"
 )
 PAGES = ("Concurrency sizer", "Load & SLO", "Reports", "ROI calculator")
 
