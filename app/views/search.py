@@ -10,11 +10,12 @@ each result is stored in the session as it arrives, so the rerun Cancel causes f
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import streamlit as st
 
-from app import figures_search, widgets
+from app import figures_search, sim, widgets
 from simulator.errors import InputError
 from simulator.search import parse_spec, run_search
 from simulator.search.table import finish
@@ -63,10 +64,6 @@ def _answer_range(b, demand: float) -> str:
     """The answer's range: the speculative max rate +/- the model's validated speedup error
     at the answer's concurrency (the published cases' median in its batch bucket), and the
     replicas and $/1M at demand that follow. '' where the error is unknown."""
-    import math
-
-    from app import sim
-
     if b["method"] == "none":
         return ""
     width = sim.speedup_error([max(float(b["concurrency_at_max_rate"]), 1.0)])
