@@ -4,6 +4,7 @@ Sizer's headline ranges add to the step-time error."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from app import sim, widgets
@@ -64,3 +65,72 @@ def ratios(scenario: widgets.Scenario, k: int, batch: int, **extra):
     if not (tok > 0).all():
         return band, None
     return band, (float(tok[1] / tok[0]), float(tok[2] / tok[0]))
+
+
+def row_band(row: dict) -> tuple[AlphaBand, float] | None:
+    """A scenario row's acceptance band and the α at its centre, from the row alone (a
+    saved report reopens with the same ranges whatever the sidebar holds): the band of
+    the published prior its acceptance is (`widgets.prior_of_row`), else the row's α taken
+    as given; None without speculation."""
+    if str(row.get("method")) == "none":
+        return None
+    found = widgets.prior_of_row(row)
+    if found is None:
+        return AlphaBand(np.nan, np.nan, "the row's α, typed: taken as given"), np.nan
+    workload, prior = found
+    method, target = str(row["method"]), str(row["target"])
+    chain = sim.chain_prior(workload, method, target)
+    band = alpha_band(
+        prior.alpha,
+        widgets.prior_basis(prior, target),
+        method=method,
+        drafter=prior.hint,
+        tau=prior.tau,
+        k=prior.k,
+        chain=(chain.alpha, chain.hint) if chain else None,
+    )
+    return band, prior.alpha
+
+
+_PRICED = ("speedup", "spec_tok_s")
+_ENDS = ("low", "high")
+
+
+def report_ends(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per report row (the editor's, before pricing): `alpha_low`, `alpha_high` (the
+    acceptance band, NaN where it is a point or without speculation), `acceptance_band`
+    (where it comes from) and `speedup` / `spec_tok_s` at its two ends (`_at_alpha_low`,
+    `_at_alpha_high`, one `predict` call for every row)."""
+    out = pd.DataFrame(index=rows.index)
+    for col in ("alpha_low", "alpha_high", *(f"{c}_at_alpha_{e}" for c in _PRICED for e in _ENDS)):
+        out[col] = np.nan
+    out["acceptance_band"] = ""
+    moved, at = [], []
+    for i, row in rows.iterrows():
+        record = {k: v for k, v in row.to_dict().items() if not _blank(v)}
+        found = row_band(record)
+        if found is None:
+            continue
+        band, centre = found
+        out.loc[i, "acceptance_band"] = band.why
+        if not band.wide:
+            continue
+        out.loc[i, ["alpha_low", "alpha_high"]] = band.low, band.high
+        acc = {c: record.pop(c) for c in ACCEPTANCE_COLUMNS if c in record}
+        moved += [{**record, **at_alpha(acc, centre, a)} for a in (band.low, band.high)]
+        at.append(i)
+    if not at:
+        return out
+    try:
+        priced = sim.run_predict(pd.DataFrame(moved))
+    except InputError:
+        return out
+    for column in _PRICED:
+        values = priced[column].to_numpy(dtype=float)
+        out.loc[at, f"{column}_at_alpha_low"] = values[0::2]
+        out.loc[at, f"{column}_at_alpha_high"] = values[1::2]
+    return out
+
+
+def _blank(value) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value)) or value == ""

@@ -866,10 +866,43 @@ def acceptance_source(scenario: Scenario) -> tuple[str, Prior | None]:
     prior = _prior(scenario.workload, scenario.method, scenario.target)
     if prior is None or abs(prior.alpha - scenario.alpha) > 5e-4:
         return "typed", None
-    model = sim.models().get(scenario.target)
-    names = {slug(scenario.target), slug(model.name) if model else ""} - {""}
+    return prior_basis(prior, scenario.target), prior
+
+
+def prior_basis(prior: Prior, target: str) -> str:
+    """'prior' where the published figure is the target's own, else 'borrowed'."""
+    model = sim.models().get(target)
+    names = {slug(target), slug(model.name) if model else ""} - {""}
     own = any(n in slug(prior.hint) for n in names) and not prior.pair
-    return ("prior" if own else "borrowed"), prior
+    return "prior" if own else "borrowed"
+
+
+def prior_of_row(row: Mapping) -> tuple[str, Prior] | None:
+    """(workload, published prior) whose figure a scenario row's acceptance is: its
+    `acceptance_rate` within 5e-4 of the prior's α, or its `acceptance_per_position` the
+    prior's rates; None where the row's acceptance is no workload's prior (typed)."""
+    method, target = str(row.get("method", "")), str(row.get("target", ""))
+    draft = str(row.get("draft") or "") or None
+    rate, positions = row.get("acceptance_rate"), str(row.get("acceptance_per_position") or "")
+    for workload in WORKLOADS:
+        try:
+            prior = sim.prior(workload, method, target, draft)
+        except (InputError, KeyError, ValueError):
+            return None
+        if prior is None:
+            continue
+        if positions.strip() and _same_rates(positions, prior.positions_text):
+            return workload, prior
+        if not positions.strip() and _number(rate) and abs(float(rate) - prior.alpha) <= 5e-4:
+            return workload, prior
+    return None
+
+
+def _number(value) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def acceptance_basis(scenario: Scenario) -> str:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import engine_notes, library_saves, sim, widgets
+from app import acceptance_band, engine_notes, library_saves, sim, widgets
 from app.formatting import span
 from app.operating_point import DEFAULT_UTIL, operating_point, row_command
 from app.operating_point import carried as _carried
@@ -52,19 +52,20 @@ EDITOR_COLUMNS = (
     "requests_per_day",
 )
 SHOWN = {
-    # The decision first: which row, whether it runs, what it does to speed and money.
-    "target": "target",
+    # The decision first, narrow enough to read at 1024 px with the sidebar open: what the
+    # row runs, and what it does to speed and money (`DECISION_WIDTHS`).
     "method": "method",
     "k": "K",
     "batch_size": "batch",
     "speedup": "speedup [x]",
-    "cost_per_mtok_spec": "$/1M tok after",
     "replicas_spec": "replicas",
     "monthly_cost_spec_usd": "$/month",
     "monthly_saving_usd": "saving $/month",
     "status": "status",
+    # Then the ranges (inserted here, `RANGES`), the cost per token and how it gets there.
+    "cost_per_mtok_spec": "$/1M tok after",
     "cost_per_mtok_baseline": "$/1M tok before",
-    # Then how it gets there.
+    "target": "target",
     "alpha": "α (i.i.d., same τ at this K)",
     "spec_tpot_ms": "TPOT [ms]",
     "spec_tok_s_per_user": "tok/s per user",
@@ -73,7 +74,53 @@ SHOWN = {
     "fits": "fits",
     "preflight": "pre-flight",
 }
+ROW = "#"
+# Pixels per decision column: 564 in all, the results grid's width at a 1024 px window with
+# the sidebar open.
+DECISION_WIDTHS = {
+    ROW: 34,
+    "method": 92,
+    "K": 34,
+    "batch": 54,
+    "speedup [x]": 86,
+    "replicas": 72,
+    "$/month": 84,
+    "saving $/month": 108,
+}
+RANGES = {
+    # label: (report column at the low end, at the high end, format)
+    "speedup range": ("speedup_low", "speedup_high", "{:.2f}x"),
+    "replicas ± error": ("replicas_spec_low", "replicas_spec_high", "{:.0f}"),
+    "$/month ± error": ("monthly_cost_spec_low_usd", "monthly_cost_spec_high_usd", "${:,.0f}"),
+}
 K_SEARCH = range(1, K_MAX_SENSIBLE + 1)  # as the ROI page's 'best K'
+
+
+def _range_basis(report: pd.DataFrame) -> str:
+    """What each speculative row's range holds: the step-time error at its batch and the
+    acceptance band it was given; rows that hold the same are named together."""
+    rows: dict[str, list[int]] = {}
+    for i, r in enumerate(report.to_dict("records"), start=1):
+        if not np.isfinite(float(r.get("speedup_error", np.nan))):
+            continue
+        text = f"±{float(r['speedup_error']):.0%} step time"
+        low, high = float(r.get("alpha_low", np.nan)), float(r.get("alpha_high", np.nan))
+        if np.isfinite([low, high]).all() and high - low > 1e-6:
+            text += f", α {low:.3f}-{high:.3f} ({r['acceptance_band']})"
+        elif r.get("acceptance_band"):
+            text += f" ({r['acceptance_band']})"
+        rows.setdefault(text, []).append(i)
+    parts = [
+        f"row{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}: {text}"
+        for text, ids in rows.items()
+    ]
+    return (
+        "Ranges (the columns after status) hold the model's validated step-time error at "
+        "each row's batch (Validation page) and the acceptance's own band: "
+        + "; ".join(parts)
+        + "."
+    )
+
 
 st.title("Reports")
 st.caption(
@@ -225,7 +272,7 @@ try:
     report = add_preflight(add_economics(predictions, rpd.to_numpy()), models)
     error = sim.speedup_error(report["batch_size"].to_numpy(dtype=float))
     if error is not None:
-        report = add_error_ranges(report, error)
+        report = add_error_ranges(report, error, acceptance_band.report_ends(scenarios))
 except InputError as exc:
     widgets.show_error(exc, "Scenario table")
     st.stop()
@@ -234,44 +281,42 @@ st.session_state["report_csv"] = csv_text
 
 st.subheader("Results")
 shown = report[list(SHOWN)].rename(columns=SHOWN)
+shown.insert(0, ROW, range(1, len(shown) + 1))
 if "speedup_error" in report:
-    # The model's validated error at each row's batch, carried to replicas and $/month.
-    for label, (after, lo, hi, fmt) in {
-        "replicas ± error": ("replicas", "replicas_spec_low", "replicas_spec_high", "{:.0f}"),
-        "$/month ± error": (
-            "$/month",
-            "monthly_cost_spec_low_usd",
-            "monthly_cost_spec_high_usd",
-            "${:,.0f}",
-        ),
-    }.items():
+    # The model's validated error and the acceptance band, carried to replicas and $/month.
+    at = shown.columns.get_loc("status") + 1
+    for offset, (label, (lo, hi, fmt)) in enumerate(RANGES.items()):
         shown.insert(
-            shown.columns.get_loc(after) + 1,
+            at + offset,
             label,
             [
                 span([a, b], fmt.format) if np.isfinite([a, b]).all() else ""
                 for a, b in zip(report[lo].to_numpy(float), report[hi].to_numpy(float), strict=True)
             ],
         )
-st.dataframe(
-    shown,
-    hide_index=True,
-    key="report_results",
-    column_config={
-        "α": st.column_config.NumberColumn(format="%.3f"),
-        "speedup [x]": st.column_config.NumberColumn(format="%.2f"),
-        "TPOT [ms]": st.column_config.NumberColumn(format="%.2f"),
-        "tok/s per user": st.column_config.NumberColumn(format="%.1f"),
-        "tok/s per replica": st.column_config.NumberColumn(format="%.0f"),
-        "$/1M tok before": st.column_config.NumberColumn(format="%.3f"),
-        "$/1M tok after": st.column_config.NumberColumn(format="%.3f"),
-        # Dollars with separators, the sign before the $, as the ranges beside them.
-        "$/month": st.column_config.NumberColumn(format="dollar"),
-        "saving $/month": st.column_config.NumberColumn(format="dollar"),
-        "status": st.column_config.TextColumn(width="small"),
-        "pre-flight": st.column_config.TextColumn(width="large"),
-    },
-)
+formats = {
+    SHOWN["alpha"]: "%.3f",
+    "speedup [x]": "%.2f",
+    "TPOT [ms]": "%.2f",
+    "tok/s per user": "%.1f",
+    "tok/s per replica": "%.0f",
+    "$/1M tok before": "%.3f",
+    "$/1M tok after": "%.3f",
+    # Dollars with separators, the sign before the $, as the ranges beside them.
+    "$/month": "dollar",
+    "saving $/month": "dollar",
+}
+columns = {
+    label: st.column_config.NumberColumn(format=fmt, width=DECISION_WIDTHS.get(label))
+    for label, fmt in formats.items()
+}
+for label in (ROW, "method", "K", "batch", "replicas"):
+    columns[label] = st.column_config.Column(width=DECISION_WIDTHS[label])
+columns["status"] = st.column_config.TextColumn(width="small")
+columns["pre-flight"] = st.column_config.TextColumn(width="large")
+st.dataframe(shown, hide_index=True, key="report_results", column_config=columns)
+if "speedup_error" in report:
+    st.caption(widgets.plain(_range_basis(report)))
 c1, _ = st.columns([1, 4])
 which = c1.selectbox(
     "Pre-flight checklist for row",

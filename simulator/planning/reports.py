@@ -117,6 +117,12 @@ UNITS: dict[str, str] = {
     "engine_ms_spec": "ms",
     "baseline_step_ms": "ms",
     "speedup_error": "0-1",
+    "speedup_low": "x",
+    "speedup_high": "x",
+    "alpha_low": "0-1",
+    "alpha_high": "0-1",
+    "spec_tok_s_at_alpha_low": "tok/s per replica",
+    "spec_tok_s_at_alpha_high": "tok/s per replica",
     "replicas_spec_low": "replicas",
     "replicas_spec_high": "replicas",
     "monthly_cost_spec_low_usd": "$/month",
@@ -164,6 +170,8 @@ def add_economics(predictions: pd.DataFrame, requests_per_day) -> pd.DataFrame:
 
 ERROR_RANGE_COLUMNS = (
     "speedup_error",
+    "speedup_low",
+    "speedup_high",
     "replicas_spec_low",
     "replicas_spec_high",
     "monthly_cost_spec_low_usd",
@@ -172,29 +180,55 @@ ERROR_RANGE_COLUMNS = (
     "monthly_saving_high_usd",
 )
 """Columns `add_error_ranges` appends: the model's validated relative error of the speedup
-at the row's batch, and the speculative replicas, cost and saving at either end of it
-(`low`/`high`: the smaller and the larger figure)."""
+at the row's batch, and the speedup, speculative replicas, cost and saving at either end
+of it and of the acceptance's band (`low`/`high`: the smaller and the larger figure)."""
+ACCEPTANCE_END_COLUMNS = (
+    "alpha_low",
+    "alpha_high",
+    "acceptance_band",
+    "spec_tok_s_at_alpha_low",
+    "spec_tok_s_at_alpha_high",
+)
+"""Columns `add_error_ranges` copies from its `acceptance` frame: the band's two ends
+(fractions), where it comes from, and the speculative tokens/s priced at each end."""
 
 
-def add_error_ranges(report: pd.DataFrame, error) -> pd.DataFrame:
+def add_error_ranges(report: pd.DataFrame, error, acceptance=None) -> pd.DataFrame:
     """Append `ERROR_RANGE_COLUMNS` to an `add_economics` output; `error` is the relative
-    error of the speedup per row (`uncertainty.get_speedup_error_by_batch`). Rows without
-    speculation get NaN: the error is the speedup's."""
+    error of the speedup per row (`uncertainty.get_speedup_error_by_batch`). `acceptance`,
+    a frame on the same index with `ACCEPTANCE_END_COLUMNS` and `speedup_at_alpha_low/high`
+    (the row priced at the band's ends; NaN where the band is a point), widens each range by the acceptance's own band. Rows without speculation get
+    NaN: the error is the speedup's."""
     from simulator.planning.uncertainty import get_money_range
 
     out = report.copy()
     err = np.broadcast_to(np.asarray(error, dtype=float), (len(out),)).copy()
     err[out["method"].astype(str).eq("none").to_numpy()] = np.nan
+    speedup = out["speedup"].to_numpy(dtype=float)
+    spec = out["spec_tok_s"].to_numpy(dtype=float)
+
+    def at(column: str, own: np.ndarray) -> np.ndarray:
+        if acceptance is None or column not in acceptance:
+            return own
+        got = acceptance[column].reindex(out.index).to_numpy(dtype=float)
+        return np.where(np.isfinite(got), got, own)
+
+    ends = (at("spec_tok_s_at_alpha_low", spec), at("spec_tok_s_at_alpha_high", spec))
     r = get_money_range(
         demand_tok_s=out["demand_tok_s"].to_numpy(dtype=float),
         baseline_tok_s=out["baseline_tok_s"].to_numpy(dtype=float),
-        spec_tok_s=out["spec_tok_s"].to_numpy(dtype=float),
+        spec_tok_s=spec,
         hourly_usd_per_gpu=out["gpu_hourly_usd"].to_numpy(dtype=float),
         num_gpus=out["num_gpus"].to_numpy(dtype=float),
         error=np.nan_to_num(err),
+        acceptance_ends=ends,
     )
     keep = np.isfinite(err)
     out["speedup_error"] = err
+    low = np.fmin(speedup, at("speedup_at_alpha_low", speedup)) * (1 - np.nan_to_num(err))
+    high = np.fmax(speedup, at("speedup_at_alpha_high", speedup)) * (1 + np.nan_to_num(err))
+    out["speedup_low"] = np.where(keep, low, np.nan)
+    out["speedup_high"] = np.where(keep, high, np.nan)
     for name, (at_low, at_high) in (
         ("replicas_spec", r.replicas_spec),
         ("monthly_cost_spec", r.monthly_cost_spec_usd),
@@ -203,6 +237,10 @@ def add_error_ranges(report: pd.DataFrame, error) -> pd.DataFrame:
         unit = "" if name == "replicas_spec" else "_usd"
         out[f"{name}_low{unit}"] = np.where(keep, np.fmin(at_low, at_high), np.nan)
         out[f"{name}_high{unit}"] = np.where(keep, np.fmax(at_low, at_high), np.nan)
+    if acceptance is not None:
+        for column in ACCEPTANCE_END_COLUMNS:
+            if column in acceptance:
+                out[column] = acceptance[column].reindex(out.index)
     return out
 
 

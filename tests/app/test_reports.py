@@ -249,25 +249,27 @@ def test_launch_commands_agree_with_the_sizers_max_model_len(app):
 
 def test_the_results_grid_puts_the_decision_columns_first(app):
     """Issue 27, Layout: cost after, replicas, $/month, saving and status sat off to the
-    right of the results grid."""
+    right of the results grid. Issue 34: at 1024 px with the sidebar open (a 564 px grid)
+    the money columns still needed a sideways scroll. The decision columns come first, with
+    widths that fit that grid, and the ranges right after status."""
+    import json
+
     at = app("reports")
-    results = next(d.value for d in at.dataframe if "speedup [x]" in d.value.columns)
-    # Within the first 1024 px of the grid: which row, then what it does to speed and
-    # money, the status (a wide text column) after them.
-    assert list(results.columns[:12]) == [
-        "target",
-        "method",
-        "K",
-        "batch",
-        "speedup [x]",
-        "$/1M tok after",
-        "replicas",
-        "replicas ± error",
-        "$/month",
-        "$/month ± error",
-        "saving $/month",
+    grid = next(d for d in at.dataframe if "speedup [x]" in d.value.columns)
+    results = grid.value
+    decision = ["#", "method", "K", "batch", "speedup [x]", "replicas", "$/month"]
+    decision += ["saving $/month"]
+    assert list(results.columns[: len(decision) + 4]) == [
+        *decision,
         "status",
+        "speedup range",
+        "replicas ± error",
+        "$/month ± error",
     ]
+    config = json.loads(grid.proto.columns)
+    widths = [config[c]["width"] for c in decision]
+    assert all(isinstance(w, int) for w in widths) and sum(widths) <= 564, widths
+    assert results["#"].tolist() == list(range(1, len(results) + 1))
 
 
 def test_a_setup_that_cannot_run_gets_the_smallest_gpu_count_in_its_checklist(app):
@@ -328,7 +330,8 @@ def _sizer_base() -> dict:
 
 def test_replicas_and_cost_carry_the_validated_error_as_ranges(app):
     """Issue 27: the table's replicas and $/month appeared exact. Each row carries them at
-    the model's median |error| in its batch's bucket, in the grid and in the CSV."""
+    the model's median |error| in its batch's bucket (and, issue 34, the acceptance band's
+    tokens/s at its ends), in the grid and in the CSV."""
     from simulator.planning.uncertainty import get_money_range, get_speedup_error_by_batch
     from simulator.validation.published import load_published, score
 
@@ -343,6 +346,10 @@ def test_replicas_and_cost_carry_the_validated_error_as_ranges(app):
         hourly_usd_per_gpu=csv["gpu_hourly_usd"].to_numpy(),
         num_gpus=csv["num_gpus"].to_numpy(),
         error=err,
+        acceptance_ends=tuple(
+            csv[f"spec_tok_s_at_alpha_{end}"].fillna(csv["spec_tok_s"]).to_numpy()
+            for end in ("low", "high")
+        ),
     )
     spec = csv["method"] != "none"
     np.testing.assert_allclose(csv.loc[spec, "speedup_error"], err[spec])
@@ -405,3 +412,34 @@ def test_reports_follow_the_sidebars_engine_and_temperature_as_roi_does(app, eng
     else:
         assert "trtllm-serve" in launch and "speculative_config:" in launch
         assert "decoding_type: Eagle3" in launch and "vllm serve" not in launch
+
+
+def test_the_report_range_carries_the_acceptance_band_as_roi_does(app):
+    """Issue 34, wrong answer 2 on Reports: its ranges held the step-time error alone
+    while ROI's held the acceptance's band too. The 70B EAGLE-3 prior is a dynamic tree's
+    planned as a chain: the report row at ROI's K and batch gives ROI's speedup range, its
+    α band and the reason, in the grid and the CSV, and its replicas follow the band."""
+    from tests.app.test_roi import _range_caption, _speedup_span
+
+    query = {**ISSUE_34, "k": "3"}
+    roi_low, roi_high = _speedup_span(_range_caption(app("roi", query=query)))
+    at = app("reports", query=query)
+    csv = read_report_csv(at.session_state["report_csv"])
+    row = csv[(csv["k"] == 3) & (csv["batch_size"] == 32) & (csv["method"] == "eagle3")]
+    row = row.iloc[0]
+    assert row["alpha_low"] < row["alpha_high"] - 0.05
+    assert "planned as a chain" in row["acceptance_band"]
+    assert f"{row['speedup_low']:.2f}" == f"{roi_low:.2f}"
+    assert f"{row['speedup_high']:.2f}" == f"{roi_high:.2f}"
+    step_only = row["spec_tok_s"] * (1 - row["speedup_error"])
+    assert row["replicas_spec_high"] >= np.ceil(row["demand_tok_s"] / step_only)
+    i = int(row.name)
+    assert _results(at)["speedup range"].iloc[i] == f"{roi_low:.2f}x-{roi_high:.2f}x"
+    basis = next(c.value for c in at.main.caption if "acceptance's own band" in c.value)
+    assert f"α {row['alpha_low']:.3f}-{row['alpha_high']:.3f}" in basis.replace("\\", "")
+    # An α typed into the table is no prior's: its range is the step-time error's alone.
+    _edit(at, edited={i: {"acceptance_rate": 0.6, "acceptance_per_position": ""}})
+    csv = read_report_csv(at.session_state["report_csv"])
+    typed = csv.iloc[i]
+    assert "taken as given" in typed["acceptance_band"] and np.isnan(typed["alpha_low"])
+    assert typed["speedup_low"] == pytest.approx(typed["speedup"] * (1 - typed["speedup_error"]))
