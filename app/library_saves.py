@@ -70,10 +70,13 @@ def scenario_bar(page: str) -> None:
         if lib is None:
             session_only_note(lib, why, "Scenarios")
             return
-        c = st.columns([2, 3, 1], vertical_alignment="bottom")
-        name = c[0].text_input("Name", key=f"scenario_name:{page}", max_chars=200)
-        notes = c[1].text_input("Notes", key=f"scenario_notes:{page}")
-        if c[2].button("Save scenario", key=f"scenario_save:{page}", icon=":material/save:"):
+        # Stacked: the bar sits in the sidebar, too narrow for three columns at 1024 px.
+        name = st.text_input("Name", key=f"scenario_name:{page}", max_chars=200)
+        notes = st.text_input("Notes", key=f"scenario_notes:{page}")
+        save = st.button(
+            "Save scenario", key=f"scenario_save:{page}", icon=":material/save:", width="stretch"
+        )
+        if save:
             _save_scenario(lib, page, name, notes)
         where = f"scenario:{page}"
         show_message(where)
