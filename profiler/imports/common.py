@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -238,3 +239,60 @@ def consistent(f: Fields, key: str, value: float, expected: float, why: str) -> 
             key,
             f"{value:g} disagrees with {why} ({expected:.6g}); is one of them in another unit?",
         )
+
+
+_POOL_KEY = re.compile(
+    r"^(?:num_)?(?P<role>ctx|context|prefill|gen|generation|decode)_"
+    r"(?P<what>servers|workers|instances|nodes|gpus|tp|tp_size|world_size)$"
+)
+_SPLIT_KEYS = ("disaggregation_mode", "disaggregated", "disaggregation", "pd_disaggregation")
+_NOT_SPLIT = ("", "null", "none", "false", "0", "no", "off", "aggregated", "colocated")
+
+
+def refuse_disaggregated(f: Fields) -> None:
+    """Refuse a result of a prefill/decode split, as its `--metadata` (top-level keys of a
+    `vllm bench serve` result, which TensorRT-LLM's `benchmark_serving.py` also writes)
+    records it: a `disaggregation_mode` (or `disaggregated`) other than none, or a context /
+    prefill or generation / decode pool's size (`num_ctx_servers`, `gen_tp_size`,
+    `prefill_tp`, ...) above 0. The model simulates one replica doing both phases."""
+    for key in _SPLIT_KEYS:
+        if f.has(key) and str(f.obj[key]).strip().lower() not in _NOT_SPLIT:
+            raise f.fail(key, _split_message(f, str(f.obj[key])[:40]))
+    pools = {}
+    for key, value in f.obj.items():
+        match = _POOL_KEY.match(str(key).lower())
+        if match is None or isinstance(value, bool):
+            continue
+        try:
+            size = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(size) and size > 0:
+            pools[key] = (match["role"], match["what"], size)
+    if pools:
+        raise f.fail(next(iter(pools)), _split_message(f, "", _pool_gpus(pools)))
+
+
+def _pool_gpus(pools: dict) -> int | None:
+    """GPUs over both pools where the sizes say it: instances x GPUs each, per role."""
+    total = 0.0
+    for role in (("ctx", "context", "prefill"), ("gen", "generation", "decode")):
+        count = [s for r, w, s in pools.values() if r in role and w in ("servers", "instances")]
+        each = [
+            s
+            for r, w, s in pools.values()
+            if r in role and w in ("gpus", "tp", "tp_size", "world_size")
+        ]
+        if not each:
+            return None
+        total += (count[0] if count else 1) * each[0]
+    return int(total)
+
+
+def _split_message(f: Fields, mode: str, gpus: int | None = None) -> str:
+    over = f" over {gpus} GPUs" if gpus else ""
+    said = f" ({mode})" if mode else ""
+    return (
+        f"a prefill/decode split{said}{over}: not what the model simulates (one replica "
+        "doing both phases); import a run of an aggregated server"
+    )

@@ -24,6 +24,7 @@ from profiler.imports.common import (
     consistent,
     json_lines,
     load_json,
+    refuse_disaggregated,
 )
 from simulator.errors import InputError
 
@@ -34,6 +35,7 @@ MIN_TPOT_MS = 0.05
 
 
 def _point(f: Fields, name: str) -> tuple[ServingPoint, str, str, str]:
+    refuse_disaggregated(f)
     completed = f.whole("completed", "requests")
     concurrency = f.whole("max_concurrency", "requests in flight", required=False)
     rate = None

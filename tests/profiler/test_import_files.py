@@ -9,6 +9,7 @@ import json
 import pytest
 
 from profiler.cli import main
+from profiler.imports import parse_file
 from profiler.imports.build import build
 from profiler.imports.files import parse_each
 from simulator.errors import InputError
@@ -97,3 +98,35 @@ def test_a_fit_that_makes_its_own_points_worse_keeps_the_default(monkeypatch):
     assert f.worse and f.fitted_ms == f.default_ms
     assert f.median_abs_error_after == f.median_abs_error_before
     assert "kept at" in f.lines()[0] and "worse" in f.lines()[0]
+
+
+DISAGGREGATED = [
+    # TensorRT-LLM's disaggregated benchmark scripts (examples/disaggregated/slurm) pass the
+    # context and generation pools' sizes; vLLM's disaggregated prefill, its roles.
+    ({"num_ctx_servers": 2, "ctx_tp_size": 4, "num_gen_servers": 1, "gen_tp_size": 8}, 16),
+    ({"prefill_tp": 2, "decode_tp": 4}, 6),
+    ({"disaggregation_mode": "pd"}, None),
+    ({"disaggregated": "true"}, None),
+]
+
+
+@pytest.mark.parametrize(("metadata", "gpus"), DISAGGREGATED)
+def test_a_disaggregated_serving_run_is_refused_as_such(metadata, gpus):
+    """Issue 34, Real files in: a `vllm bench serve` result (which TensorRT-LLM's
+    `benchmark_serving.py` also writes) of a prefill/decode split, its pools recorded with
+    `--metadata`, was priced as one aggregated replica."""
+    doc = json.loads((FIXTURES / SERVE[0]).read_bytes())
+    doc.update(metadata)
+    with pytest.raises(InputError) as err:
+        parse_file(json.dumps(doc).encode(), SERVE[0])
+    message = err.value.bare_message
+    assert err.value.field in metadata, err.value.field
+    assert "prefill/decode split" in message and "not what the model simulates" in message
+    if gpus is not None:
+        assert f"over {gpus} GPUs" in message, message
+
+
+def test_an_aggregated_run_with_pool_words_in_its_metadata_is_kept():
+    doc = json.loads((FIXTURES / SERVE[0]).read_bytes())
+    doc.update({"disaggregation_mode": "null", "prefill_tp": 0, "gpu": "h100-sxm"})
+    assert len(parse_file(json.dumps(doc).encode(), SERVE[0]).serving) == 1
