@@ -13,10 +13,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
-from app import figures_search, sim, widgets
+from app import acceptance_band, figures_search, sim, widgets
 from simulator.errors import InputError
+from simulator.inputs.scenarios import ACCEPTANCE_COLUMNS
+from simulator.planning.acceptance_range import at_alpha
 from simulator.search import parse_spec, run_search
 from simulator.search.table import finish
 
@@ -60,28 +63,88 @@ def _run(spec, max_configs: int) -> None:
     bar.progress(1.0, text=f"Done in {result.seconds:.1f} s")
 
 
-def _answer_range(b, demand: float) -> str:
+def _k_at(b) -> int | None:
+    """The K the answer runs at its concurrency: its K, or its schedule's tier there."""
+    if str(b["k"]).isdigit():
+        return int(b["k"])
+    at = float(b["concurrency_at_max_rate"])
+    for tier in str(b.get("k_schedule") or "").split(";"):
+        span_text, _, k = tier.partition(":")
+        lo, _, hi = span_text.partition("-")
+        if lo.isdigit() and hi.isdigit() and k.isdigit() and int(lo) <= round(at) <= int(hi):
+            return int(k)
+    return None
+
+
+def _acceptance_ratios(b, spec):
+    """(band, (low, high) tokens/s at the acceptance band's ends over the answer's own), for
+    an answer whose acceptance is a published prior's (`acceptance_band.row_band`), priced
+    at its concurrency; (band or None, None) where the band is a point or cannot be priced."""
+    column, _, value = str(b["acceptance"]).partition("=")
+    k = _k_at(b)
+    if column not in ACCEPTANCE_COLUMNS or k is None:
+        return None, None
+    row = {
+        "target": b["target"],
+        "method": b["method"],
+        "draft": b["draft"] if b["method"] == "draft_model" else "",
+        "gpu": b["gpu"],
+        "num_gpus": int(b["tp"]),
+        "engine": b["engine"],
+        "kv_dtype": b["kv_dtype"],
+        "k": k,
+        "batch_size": max(round(float(b["concurrency_at_max_rate"])), 1),
+        "prompt_len": round(spec.traffic.prompt.mean),
+        "output_len": round(spec.traffic.output.mean),
+        column: float(value) if column == "acceptance_rate" else value,
+    }
+    if b["weight_dtype"] != "default":
+        row["weight_dtype"] = b["weight_dtype"]
+    found = acceptance_band.row_band(row)
+    if found is None or not found[0].wide:
+        return (found[0] if found else None), None
+    band, centre = found
+    acc = {column: row.pop(column)}
+    rows = [{**row, **at_alpha(acc, centre, a)} for a in (centre, band.low, band.high)]
+    try:
+        tok = sim.run_predict(pd.DataFrame(rows))["spec_tok_s"].to_numpy(dtype=float)
+    except InputError:
+        return band, None
+    if not (tok > 0).all():
+        return band, None
+    return band, (float(tok[1] / tok[0]), float(tok[2] / tok[0]))
+
+
+def _answer_range(b, demand: float, spec) -> str:
     """The answer's range: the speculative max rate +/- the model's validated speedup error
-    at the answer's concurrency (the published cases' median in its batch bucket), and the
-    replicas and $/1M at demand that follow. '' where the error is unknown."""
+    at the answer's concurrency (the published cases' median in its batch bucket), widened
+    by the acceptance band where the specification's acceptance is a published prior's,
+    and the replicas and $/1M at demand that follow. '' where the error is unknown."""
     if b["method"] == "none":
         return ""
     width = sim.speedup_error([max(float(b["concurrency_at_max_rate"]), 1.0)])
     if width is None or not math.isfinite(float(width[0])):
         return ""
     w, rate = float(width[0]), float(b["max_rate_rps"])
-    fewest = math.ceil(demand / (rate * (1 + w)))
-    most = math.ceil(demand / (rate * (1 - w)))
+    band, ratios = _acceptance_ratios(b, spec)
+    low_at, high_at = ratios if ratios else (1.0, 1.0)
+    slow, fast = rate * min(low_at, 1.0) * (1 - w), rate * max(high_at, 1.0) * (1 + w)
+    fewest, most = math.ceil(demand / fast), math.ceil(demand / slow)
     per_replica = float(b["cost_per_mtok_usd"]) / int(b["replicas"])
     replicas = f"{fewest}" if fewest == most else f"{fewest}-{most}"
     cost = f"${fewest * per_replica:.3f}"
     cost += "" if fewest == most else f"-${most * per_replica:.3f}"
+    if ratios:
+        why = f" and the acceptance α {band.low:.3f}-{band.high:.3f} ({band.why})"
+    elif band is not None and math.isfinite(band.low):
+        why = f"; the acceptance: {band.why}"
+    else:
+        why = "; the acceptance is the specification's, typed: taken as given"
     return (
-        f"Range: {rate * (1 - w):.2f}-{rate * (1 + w):.2f} requests/s per replica "
-        f"(+/-{w:.0%}, the model's median speedup error on published cases near "
-        f"{float(b['concurrency_at_max_rate']):.0f} requests in flight), so {replicas} "
-        f"replica(s) and {cost} per 1M tokens. "
-        "The acceptance is the specification's, taken as given."
+        f"Range: {slow:.2f}-{fast:.2f} requests/s per replica (+/-{w:.0%}, the model's "
+        f"median speedup error on published cases near "
+        f"{float(b['concurrency_at_max_rate']):.0f} requests in flight{why}), so {replicas} "
+        f"replica(s) and {cost} per 1M tokens."
     )
 
 
@@ -107,7 +170,7 @@ def _show(state: dict, spec) -> None:
                 f"{b['max_rate_rps']:.2f} requests/s each at most, {int(b['gpus'])} GPUs"
             )
         )
-        ranged = _answer_range(b, demand)
+        ranged = _answer_range(b, demand, spec)
         if ranged:
             st.caption(widgets.plain(ranged))
         st.code(b["launch_command"], language="bash", wrap_lines=True)

@@ -104,3 +104,29 @@ def test_front_figure_marks_the_front():
     assert list(front.x) == [1.0, 2.0] and list(front.y) == [25.0, 20.0]
     assert figures_search.selected_id({"selection": {"points": [{"customdata": 2}]}}) == 2
     assert figures_search.selected_id({"selection": {"points": []}}) is None
+
+
+def test_an_answer_on_a_published_prior_carries_its_acceptance_band(app):
+    """Issue 34, wrong answer 2 on the deployment search: its range held the step-time
+    error alone. A specification whose acceptance is the published chat prior gets the
+    prior's band too (wider than the error alone); a typed one says it is taken as given."""
+    from app import sim
+
+    alpha = sim.prior("chat", "eagle3", "llama-3.1-8b").alpha
+    captions = {}
+    for name, rate in (("prior", f"{alpha:.4f}"), ("typed", "0.8")):
+        at = app("search")
+        _spec_area(at).set_value(TINY.replace("acceptance_rate: 0.8", f"acceptance_rate: {rate}"))
+        at.run()
+        at.button(key="search_run").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        captions[name] = next(c.value for c in at.caption if c.value.startswith("Range"))
+    typed, prior = captions["typed"].replace("\\", ""), captions["prior"].replace("\\", "")
+    assert "taken as given" in typed and "acceptance α" not in typed
+    assert "acceptance α" in prior and "spread across datasets" in prior, prior
+
+    def width(text: str) -> float:
+        lo, hi = text.split("Range: ")[1].split(" requests/s")[0].split("-")
+        return float(hi) / float(lo)
+
+    assert width(prior) > width(typed) * 1.02, (prior, typed)
