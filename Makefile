@@ -4,6 +4,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8501
+# Test processes beside each other (pytest-xdist; each test file stays on one, so a
+# browser test file starts one dashboard). The tests that compare measured CPU times
+# (marker `timing`) run alone afterwards: another worker's load would move them.
+TEST_WORKERS ?= 2
 
 $(BIN)/.stamp: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,7 +22,8 @@ run: $(BIN)/.stamp
 test: $(BIN)/.stamp
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not timing"
+	$(BIN)/python -m pytest -m timing
 
 # The fuzz suite's long run (tests/fuzz, SPECPLAN_FUZZ=long): 1,500 seeded cases per
 # parser test and 150 per dashboard page, with the counts per parser (cases, refusals,

@@ -30,6 +30,7 @@ def restore_threads():
     torch.set_num_threads(before)
 
 
+@pytest.mark.timing
 def test_tiny_profile_from_the_shell_in_under_30_s(tmp_path):
     out = tmp_path / "cpu" / "tiny.json"
     cmd = [sys.executable, "-m", "profiler", "run", "--target", "tiny", "--device", "cpu"]

@@ -264,6 +264,7 @@ def test_other_runtime_errors_are_not_swallowed(monkeypatch):
         profile_model(default_models()["tiny"], Grid((1,), (1,), (8,)), FAST)
 
 
+@pytest.mark.timing
 def test_latency_grows_with_batch_query_length_and_context():
     """Each comparison multiplies the work (32x tokens, 9x tokens, 32x context); measured
     ratios on a busy 2-core runner are 2.5x to 20x, the asserted one is 1.3x."""
@@ -288,6 +289,7 @@ def test_latency_grows_with_batch_query_length_and_context():
     assert peak[32, 2048] > peak[32, 64] > peak[1, 64]
 
 
+@pytest.mark.timing
 def test_extrapolation_error_on_a_model_that_runs_whole():
     """An 8-layer model run whole and at depths 1, 2, 4: the line through the shallow runs
     predicts the full-depth step. Depths are timed round-robin and the fastest call of each
