@@ -1,6 +1,7 @@
 """Issue 34's wrong answers, redone in Chromium as the new user met them: the engine chosen
-in the sidebar reaches Reports' CSV and launch config (1), and the headline range widens
-when the acceptance is a tree's prior planned as a chain, on ROI and in the report (2).
+in the sidebar reaches Reports' CSV and launch config (1), the headline range widens
+when the acceptance is a tree's prior planned as a chain, on ROI and in the report (2),
+and an engine result faster than the GPU can read the weights is refused (3).
 
 One page per check, opened from its link: Llama-3.3-70B + EAGLE-3 on 4x H100 at batch 32,
 K = 3."""
@@ -107,5 +108,59 @@ def test_a_tree_prior_widens_the_range_on_roi_and_in_the_report(server):
             typed = _open(chromium, server + LINK.format(page="") + "&acceptance_rate=0.7")
             text = _range_text(typed)
             assert "taken as given" in text and "planned as a chain" not in text
+        finally:
+            chromium.close()
+
+
+def _pick(page, label: str, option: str) -> None:
+    """Choose `option` in the engine import's selectbox `label` (the page has another
+    'Model' box: the import's start at '(as the files record it)')."""
+    box = f"input[role=combobox][aria-label='{label}'][value='(as the files record it)']"
+    page.get_by_test_id("stMain").locator(box).click()
+    page.keyboard.type(option)
+    page.get_by_role("option", name=option, exact=True).click()
+    browser._settle(page)
+
+
+def test_an_impossible_engine_result_is_refused_on_the_profiles_page(server, tmp_path):
+    """Wrong answer 3: an SGLang bench_one_batch of Qwen3-30B-A3B (a 3.3 ms decode step)
+    uploaded as the dense qwen3-32b on GB200, whose weights take 8 ms to read, calibrated a
+    3.3 ms step and every page then showed 4 replicas instead of 7."""
+    import json
+
+    from playwright.sync_api import sync_playwright
+
+    line = {
+        "run_name": "gb200",
+        "batch_size": 1,
+        "input_len": 2048,
+        "output_len": 32,
+        "prefill_latency": 0.1,
+        "median_decode_latency": 0.0033,
+    }
+    upload = tmp_path / "one_batch.jsonl"
+    upload.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(
+            executable_path=browser.CHROMIUM, headless=True, args=browser.CHROMIUM_ARGS
+        )
+        try:
+            page = _open(chromium, server + "/profiles")
+            page.get_by_text("Upload your engine's own benchmark results").click()
+            browser._settle(page)
+            _pick(page, "Model", "qwen3-32b")
+            _pick(page, "GPU", "gb200")
+            _pick(page, "Speculative method of the server", "mtp")
+            uploader = page.get_by_test_id("stFileUploader").filter(
+                has_text="Benchmark result files of one engine"
+            )
+            uploader.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(upload))
+            browser._settle(page)
+            page.wait_for_timeout(500)
+            browser._settle(page)
+            browser._no_exception(page, "Profiles after the upload")
+            errors = " ".join(page.get_by_test_id("stAlertContentError").all_inner_texts())
+            assert "decode step at batch 1" in errors and "3.3 ms" in errors, errors
+            assert "8.03 ms" in errors and "one_batch.jsonl" in errors, errors
         finally:
             chromium.close()
