@@ -56,10 +56,6 @@ def row_command(r, models) -> str:
     pool caps it (`launch.trtllm_command`); the other engines ignore it."""
     window = models[r["target"]].max_position_embeddings or 10**9
     sizer_len = int(carried("max_model_len", DEFAULT_MAX_MODEL_LEN))
-    speculative = r["method"] != "none"
-    kv_tokens = float(
-        r["kv_capacity_tokens_spec" if speculative else "kv_capacity_tokens_baseline"]
-    )
     util = r.get("gpu_memory_utilization")
     return launch.engine_command(
         str(r.get("engine") or "vllm"),
@@ -75,5 +71,14 @@ def row_command(r, models) -> str:
         draft=models.get(r["draft"]) if r["method"] == "draft_model" else None,
         kv_dtype=str(r["kv_dtype"]),
         weight_dtype=str(r["weight_dtype"]),
-        kv_cache_tokens=int(kv_tokens) if np.isfinite(kv_tokens) and kv_tokens > 0 else None,
+        kv_cache_tokens=kv_tokens_cap(r, r["method"] != "none"),
     )
+
+
+def kv_tokens_cap(r, speculative: bool) -> int | None:
+    """The KV pool in tokens a row (a prediction or the Sizer's choice) has with or without
+    speculation, for TensorRT-LLM's `max_tokens`; None where it is unknown or empty."""
+    tokens = float(
+        r.get("kv_capacity_tokens_spec" if speculative else "kv_capacity_tokens_baseline", np.nan)
+    )
+    return int(tokens) if np.isfinite(tokens) and tokens > 0 else None

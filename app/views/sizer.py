@@ -19,6 +19,7 @@ from app.operating_point import (  # the Sizer's defaults, shared with Reports' 
     DEFAULT_SLO_TPOT_MS,
     DEFAULT_UTIL,
     SLO_KINDS,
+    kv_tokens_cap,
 )
 from simulator.errors import InputError
 from simulator.model import admission
@@ -687,12 +688,7 @@ if choice is not None:
         "layout": _chosen_layout(result.layouts),
         "nodes": get_nodes(scenario.gpu, scenario.num_gpus),
     }
-    kv_tokens = float(
-        choice.get(
-            "kv_capacity_tokens_spec" if scenario.speculative else "kv_capacity_tokens_baseline",
-            np.nan,
-        )
-    )
+    kv_cap = kv_tokens_cap(choice, scenario.speculative)
     commands = {
         engine: launch.engine_command(
             engine,
@@ -700,7 +696,7 @@ if choice is not None:
             k=k_launch if engine == "vllm" else int(choice["k"]),
             weight_dtype=scenario.weight_dtype,
             ranges=ranges,
-            kv_cache_tokens=int(kv_tokens) if np.isfinite(kv_tokens) and kv_tokens > 0 else None,
+            kv_cache_tokens=kv_cap,
         )
         for engine in ENGINE_ORDER
     }
