@@ -11,7 +11,7 @@ import streamlit as st
 
 from app.text import plain
 from simulator.kernels.engines import ENGINE_HOST, assumptions
-from simulator.planning.reports import ENGINE_LABELS
+from simulator.planning.reports import ENGINE_NAMES
 
 VERIFY_NOTE = (
     "Verify attention: K + 1 queries per sequence over one read of its KV, read from the "
@@ -46,7 +46,7 @@ def engine_assumptions(
     """An expander listing the host costs `engine` charges rows of `methods`, or saying
     why none apply (engine 'other', or a row the kernel tables do not cover)."""
     methods = [methods] if isinstance(methods, str) else list(methods)
-    name = ENGINE_LABELS.get(engine, engine).split(" (")[0]
+    name = ENGINE_NAMES.get(engine, engine)
     with st.expander(f"Engine assumptions: {plain(name)}'s host costs and their basis"):
         if engine not in ENGINE_HOST:
             st.caption(

@@ -291,10 +291,10 @@ def read_report_csv(text: str) -> pd.DataFrame:
     return df
 
 
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "other": "other"}
+"""Each engine's name as its project writes it."""
 ENGINE_LABELS = {
-    "vllm": "vLLM",
-    "sglang": "SGLang",
-    "trtllm": "TensorRT-LLM",
+    **ENGINE_NAMES,
     "other": "vLLM (the reference form: engine 'other' has no launch flags of its own)",
 }
 """Section heading of each `engine` column value's launch command."""
