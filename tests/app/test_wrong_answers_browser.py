@@ -1,7 +1,8 @@
 """Issue 34's wrong answers, redone in Chromium as the new user met them: the engine chosen
 in the sidebar reaches Reports' CSV and launch config (1), the headline range widens
 when the acceptance is a tree's prior planned as a chain, on ROI and in the report (2),
-and an engine result faster than the GPU can read the weights is refused (3).
+an engine result faster than the GPU can read the weights is refused (3), and the method
+chosen for a file that records none is kept (4).
 
 One page per check, opened from its link: Llama-3.3-70B + EAGLE-3 on 4x H100 at batch 32,
 K = 3."""
@@ -122,6 +123,57 @@ def _pick(page, label: str, option: str) -> None:
     browser._settle(page)
 
 
+def _upload(page, path) -> None:
+    uploader = page.get_by_test_id("stFileUploader").filter(
+        has_text="Benchmark result files of one engine"
+    )
+    uploader.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(path))
+    browser._settle(page)
+    page.wait_for_timeout(500)
+    browser._settle(page)
+    browser._no_exception(page, f"Profiles after uploading {path.name}")
+
+
+def _open_import(chromium, server: str):
+    page = _open(chromium, server + "/profiles")
+    page.get_by_text("Upload your engine's own benchmark results").click()
+    browser._settle(page)
+    return page
+
+
+def test_the_method_chosen_for_a_plain_looking_file_is_kept(server):
+    """Wrong answer 4: a `vllm bench serve` result without acceptance keys, uploaded with
+    the method MTP, was stored as a plain run, and plain runs are what the host cost is
+    fitted on. It is kept as a speculative run, unpriced with the reason until its
+    acceptance length is given, then priced."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.profiler.test_imports import FIXTURES, SERVE
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(
+            executable_path=browser.CHROMIUM, headless=True, args=browser.CHROMIUM_ARGS
+        )
+        try:
+            page = _open_import(chromium, server)
+            _pick(page, "GPU", "h200")
+            _pick(page, "Speculative method of the server", "mtp")
+            browser._number(page, "K (0: as recorded)", "3")
+            browser._settle(page)
+            _upload(page, FIXTURES / SERVE[0])
+            notes = " ".join(page.get_by_test_id("stText").all_inner_texts())
+            assert "not priced" in notes and "'Acceptance length'" in notes, notes
+            browser._number(page, "Acceptance length (0: as recorded)", "2.4")
+            browser._settle(page)
+            page.wait_for_timeout(500)
+            browser._settle(page)
+            browser._no_exception(page, "Profiles with the acceptance length")
+            notes = " ".join(page.get_by_test_id("stText").all_inner_texts())
+            assert "not priced" not in notes, notes
+        finally:
+            chromium.close()
+
+
 def test_an_impossible_engine_result_is_refused_on_the_profiles_page(server, tmp_path):
     """Wrong answer 3: an SGLang bench_one_batch of Qwen3-30B-A3B (a 3.3 ms decode step)
     uploaded as the dense qwen3-32b on GB200, whose weights take 8 ms to read, calibrated a
@@ -145,20 +197,11 @@ def test_an_impossible_engine_result_is_refused_on_the_profiles_page(server, tmp
             executable_path=browser.CHROMIUM, headless=True, args=browser.CHROMIUM_ARGS
         )
         try:
-            page = _open(chromium, server + "/profiles")
-            page.get_by_text("Upload your engine's own benchmark results").click()
-            browser._settle(page)
+            page = _open_import(chromium, server)
             _pick(page, "Model", "qwen3-32b")
             _pick(page, "GPU", "gb200")
             _pick(page, "Speculative method of the server", "mtp")
-            uploader = page.get_by_test_id("stFileUploader").filter(
-                has_text="Benchmark result files of one engine"
-            )
-            uploader.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(upload))
-            browser._settle(page)
-            page.wait_for_timeout(500)
-            browser._settle(page)
-            browser._no_exception(page, "Profiles after the upload")
+            _upload(page, upload)
             errors = " ".join(page.get_by_test_id("stAlertContentError").all_inner_texts())
             assert "decode step at batch 1" in errors and "3.3 ms" in errors, errors
             assert "8.03 ms" in errors and "one_batch.jsonl" in errors, errors
