@@ -54,17 +54,22 @@ def ratios(scenario: widgets.Scenario, k: int, batch: int, **extra):
     band = band_of(scenario)
     if band is None or not band.wide:
         return band, None
-    base = scenario.row(k, batch, **extra)
+    return band, tok_s_ratios(scenario.row(k, batch, **extra), band, scenario.alpha)
+
+
+def tok_s_ratios(row: dict, band: AlphaBand, centre: float) -> tuple[float, float] | None:
+    """(low, high): a scenario row's speculative tokens/s at `band`'s ends over its own at
+    α `centre`, in one `predict` call; None where it cannot be priced or runs nowhere."""
+    base = dict(row)
     acc = {c: base.pop(c) for c in ACCEPTANCE_COLUMNS if c in base}
-    alphas = (scenario.alpha, band.low, band.high)
-    rows = [{**base, **at_alpha(acc, scenario.alpha, a)} for a in alphas]
+    rows = [{**base, **at_alpha(acc, centre, a)} for a in (centre, band.low, band.high)]
     try:
         tok = sim.run_predict(pd.DataFrame(rows))["spec_tok_s"].to_numpy(dtype=float)
     except InputError:
-        return band, None
+        return None
     if not (tok > 0).all():
-        return band, None
-    return band, (float(tok[1] / tok[0]), float(tok[2] / tok[0]))
+        return None
+    return float(tok[1] / tok[0]), float(tok[2] / tok[0])
 
 
 def row_band(row: dict) -> tuple[AlphaBand, float] | None:

@@ -13,13 +13,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
 from app import acceptance_band, figures_search, sim, widgets
 from simulator.errors import InputError
 from simulator.inputs.scenarios import ACCEPTANCE_COLUMNS
-from simulator.planning.acceptance_range import at_alpha
 from simulator.search import parse_spec, run_search
 from simulator.search.table import finish
 
@@ -104,15 +102,7 @@ def _acceptance_ratios(b, spec):
     if found is None or not found[0].wide:
         return (found[0] if found else None), None
     band, centre = found
-    acc = {column: row.pop(column)}
-    rows = [{**row, **at_alpha(acc, centre, a)} for a in (centre, band.low, band.high)]
-    try:
-        tok = sim.run_predict(pd.DataFrame(rows))["spec_tok_s"].to_numpy(dtype=float)
-    except InputError:
-        return band, None
-    if not (tok > 0).all():
-        return band, None
-    return band, (float(tok[1] / tok[0]), float(tok[2] / tok[0]))
+    return band, acceptance_band.tok_s_ratios(row, band, centre)
 
 
 def _answer_range(b, demand: float, spec) -> str:
