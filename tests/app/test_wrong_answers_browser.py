@@ -22,6 +22,12 @@ server = browser.server
 LINK = "/{page}?target=llama-3.3-70b&method=eagle3&gpu=h100-sxm&num_gpus=4&batch_size=32&k=3"
 
 
+def _launch(p):
+    return p.chromium.launch(
+        executable_path=browser.CHROMIUM, headless=True, args=browser.CHROMIUM_ARGS
+    )
+
+
 def _open(chromium, url: str):
     page = chromium.new_page(viewport=browser.VIEWPORT)
     page.goto(url)
@@ -61,9 +67,7 @@ def test_reports_downloads_the_engine_and_speedup_roi_shows(server, engine):
 
     query = LINK + f"&engine={engine}"
     with sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=browser.CHROMIUM, headless=True, args=browser.CHROMIUM_ARGS
-        )
+        chromium = _launch(p)
         try:
             roi = _open(chromium, server + query.format(page=""))
             speedup = _metric(roi, "Speedup")
@@ -90,9 +94,7 @@ def test_a_tree_prior_widens_the_range_on_roi_and_in_the_report(server):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=browser.CHROMIUM, headless=True, args=browser.CHROMIUM_ARGS
-        )
+        chromium = _launch(p)
         try:
             roi = _open(chromium, server + LINK.format(page=""))
             text = _range_text(roi)
@@ -151,9 +153,7 @@ def test_the_method_chosen_for_a_plain_looking_file_is_kept(server):
     from tests.profiler.test_imports import FIXTURES, SERVE
 
     with sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=browser.CHROMIUM, headless=True, args=browser.CHROMIUM_ARGS
-        )
+        chromium = _launch(p)
         try:
             page = _open_import(chromium, server)
             _pick(page, "GPU", "h200")
@@ -178,24 +178,15 @@ def test_an_impossible_engine_result_is_refused_on_the_profiles_page(server, tmp
     """Wrong answer 3: an SGLang bench_one_batch of Qwen3-30B-A3B (a 3.3 ms decode step)
     uploaded as the dense qwen3-32b on GB200, whose weights take 8 ms to read, calibrated a
     3.3 ms step and every page then showed 4 replicas instead of 7."""
-    import json
-
     from playwright.sync_api import sync_playwright
 
-    line = {
-        "run_name": "gb200",
-        "batch_size": 1,
-        "input_len": 2048,
-        "output_len": 32,
-        "prefill_latency": 0.1,
-        "median_decode_latency": 0.0033,
-    }
-    upload = tmp_path / "one_batch.jsonl"
-    upload.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    from tests.app.test_engine_uploads import _one_batch
+
+    name, data, _ = _one_batch(0.0033)
+    upload = tmp_path / name
+    upload.write_bytes(data)
     with sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=browser.CHROMIUM, headless=True, args=browser.CHROMIUM_ARGS
-        )
+        chromium = _launch(p)
         try:
             page = _open_import(chromium, server)
             _pick(page, "Model", "qwen3-32b")
