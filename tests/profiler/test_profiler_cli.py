@@ -182,6 +182,7 @@ def test_ctrl_c_writes_what_was_measured(monkeypatch, tmp_path, capsys):
     assert len(load_profile(out.with_suffix(".csv")).measurements) == 3
 
 
+@pytest.mark.timing
 def test_forced_extrapolation_records_depths(tmp_path, capsys):
     out = tmp_path / "deep.json"
     argv = ["run", "--target", "llama-3.2-1b", "--device", "cpu", "--dtype", "bf16"]
