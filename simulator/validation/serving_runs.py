@@ -23,6 +23,11 @@ were not all computed (prefix-cache hits) or the TPOT left the prefill steps out
 run does not measure what `serving = steady` prices. The rule reads the data alone, the
 same under kernel or roofline pricing; the summary states how many runs it left out and
 from which groups.
+
+**Layouts as run, each measurement once.** `silicon_layout` decodes the rows two dumps of
+the file write squared (TP8 EP8 on 8 GPUs as `tp_size` 64), keeps one row of each
+measurement the dumps repeat, and leaves out, naming why, a row whose columns contradict
+its own id or whose attention TP does not divide the model's heads.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ import pandas as pd
 
 from simulator.errors import InputError
 from simulator.kernels import tables
+from simulator.planning.layouts import get_gpus_per_node
+from simulator.validation import silicon_layout
 
 SILICON_COLUMNS = (
     "backend",
@@ -82,6 +89,11 @@ recipes keep an fp8 KV cache). Dense runs are kept at fp8 only, as before the Mo
 LAYOUT_COLUMNS = ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
 
 
+def _absent(raw: pd.DataFrame) -> list[str]:
+    """The layout columns a file lacks (older files have no MoE columns)."""
+    return [c for c in LAYOUT_COLUMNS if c not in raw]
+
+
 def _model_ids(raw: pd.DataFrame, models) -> pd.Series:
     """Each run's catalog id: its Hugging Face id looked up in the catalog (`resolve_model`
     where the catalog has one), else the repo name as `catalog_id` spells it."""
@@ -110,6 +122,10 @@ def load_runs(path, models) -> pd.DataFrame:
     if missing:
         raise InputError(f"missing columns {missing}", file=str(path))
     gpu_of = {system: gpu for gpu, system in tables.SYSTEMS.items()}
+    per_node = raw["system"].map(gpu_of).map(get_gpus_per_node, na_action="ignore")
+    raw, decoded = silicon_layout.decode(
+        raw.reindex(columns=[*raw.columns, *_absent(raw)]), per_node
+    )
     target = _model_ids(raw, models)
     dense = {k for k, m in models.items() if not m.is_moe and not m.is_mla}
     moe = {k for k, m in models.items() if (m.is_moe or m.is_mla) and m.aic_model}
@@ -136,7 +152,11 @@ def load_runs(path, models) -> pd.DataFrame:
         & (raw["tp_size"] >= 1)
         & raw["backend"].isin(tables.ENGINES)
     )
+    repeat = silicon_layout.duplicates(raw)
+    keep &= ~repeat
     runs = raw[keep]
+    heads = target.map({k: m.num_attention_heads for k, m in models.items()})
+    contradiction = silicon_layout.contradictions(raw, heads)[keep]
     dtypes = runs["precision"].map(PRECISIONS)
     gpus = (runs["tp_size"] * dp[keep]).astype(int)
     ep = layout["moe_ep_size"][keep].fillna(1.0).astype(int)
@@ -166,6 +186,8 @@ def load_runs(path, models) -> pd.DataFrame:
             .astype(str)
             .to_numpy(),
             "family": np.where(dense_row, "dense", "MoE"),
+            "layout_decoded": decoded[keep].to_numpy(),
+            "layout_contradiction": contradiction.to_numpy(),
         }
     )
 
@@ -175,7 +197,14 @@ def score(runs: pd.DataFrame, *, gpus=None, models=None, kernels: bool = True) -
     from simulator.model.predict import predict
 
     scen = runs.drop(
-        columns=["measured_tpot_ms", "measured_ttft_ms", "engine_version_measured", "family"],
+        columns=[
+            "measured_tpot_ms",
+            "measured_ttft_ms",
+            "engine_version_measured",
+            "family",
+            "layout_decoded",
+            "layout_contradiction",
+        ],
         errors="ignore",
     )
     out = predict(scen, gpus=gpus, models=models, break_even=False, kernels=kernels)
@@ -191,6 +220,11 @@ def score(runs: pd.DataFrame, *, gpus=None, models=None, kernels: bool = True) -
     res["excluded"] = np.where(
         res["prefill_floor_ms"] > lifetime, "below the prefill floor (prompts not computed)", ""
     )
+    if "layout_contradiction" in res:
+        named = res["layout_contradiction"].fillna("").astype(str)
+        res["excluded"] = np.where(
+            named != "", "layout columns contradict the run: " + named, res["excluded"]
+        )
     return res
 
 
@@ -278,17 +312,25 @@ def _family_tables(e: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def excluded_note(errors: pd.DataFrame) -> str:
-    """How many runs the prefill floor left out, and from which (model, GPU, engine)."""
+    """How many runs were left out, for which reason (the prefill floor, a layout the
+    columns contradict), and from which (model, GPU, engine)."""
     out = errors[errors["excluded"] != ""]
     if out.empty:
-        return "no run left out by the prefill floor"
-    groups = out.groupby(["target", "gpu", "engine"]).size()
-    named = ", ".join(f"{t} {g} {e}: {n}" for (t, g, e), n in groups.items())
-    return (
-        f"{len(out)} of {len(errors)} runs left out: below the prefill floor (the engine's "
-        "own kernels need longer to prefill the run's concurrent prompts than a request's "
-        f"measured lifetime, TTFT + (OSL - 1) * TPOT; prompts not computed) ({named})"
+        return "no run left out (prefill floor, layout)"
+    reason = np.where(
+        out["excluded"].str.startswith("layout"),
+        "layout columns contradict the run (its id's GPUs, or a TP that does not divide "
+        "the model's attention heads)",
+        "below the prefill floor (the engine's own kernels need longer to prefill the "
+        "run's concurrent prompts than a request's measured lifetime, TTFT + (OSL - 1) * "
+        "TPOT; prompts not computed)",
     )
+    parts = []
+    for why, rows in out.groupby(reason, sort=False):
+        groups = rows.groupby(["target", "gpu", "engine"]).size()
+        named = ", ".join(f"{t} {g} {e}: {n}" for (t, g, e), n in groups.items())
+        parts.append(f"{len(rows)}: {why} ({named})")
+    return f"{len(out)} of {len(errors)} runs left out. " + "; ".join(parts)
 
 
 def format_summary(tables_by: dict[str, pd.DataFrame], errors=None) -> str:

@@ -81,7 +81,7 @@ def test_the_bundled_runs_are_read_from_the_installed_package():
     runs = serving_runs.load_runs(serving_runs.bundled_runs_path(), default_models())
     assert (runs["family"] == "dense").sum() == 559
     moe = runs[runs["family"] != "dense"]
-    assert len(moe) > 2000  # silicon_sample.csv's aggregated MoE runs at every layout
+    assert len(moe) > 1600  # the aggregated MoE runs at every layout, each measurement once
     assert {"deepseek-r1", "kimi-k2.5", "glm-5", "gpt-oss-120b", "qwen3-235b-a22b-fp8"} <= set(
         moe["target"]
     )
