@@ -87,5 +87,6 @@ def test_larger_batch_never_lowers_baseline_throughput_while_it_fits(target, gpu
     ]
     out = predict(pd.DataFrame(rows))
     if out["fits"].all():
-        # rel 1e-5: the kernel tables' interpolation wobbles in the sixth digit.
-        assert out["baseline_tok_s"].iloc[1] >= out["baseline_tok_s"].iloc[0] * (1 - 1e-5)
+        # rel 1e-3: the measured kernel tables wobble in the fourth digit (Llama-3.1-8B fp8
+        # on 4 L40S: 834.40 tok/s at batch 102, 834.32 at 125, the PCIe all-reduce table).
+        assert out["baseline_tok_s"].iloc[1] >= out["baseline_tok_s"].iloc[0] * (1 - 1e-3)
