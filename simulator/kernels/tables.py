@@ -146,6 +146,31 @@ def prices_version(gpu_id: str, engine: str, version: str) -> bool:
         return False
 
 
+GPUS_PER_NODE = {
+    "h100-sxm": 8,
+    "h100-pcie": 8,
+    "h200": 8,
+    "b200": 8,
+    "a100-80gb": 8,
+    "a100-40gb": 8,
+    "l40s": 8,
+    "gb200": 4,
+}
+"""GPUs per host (one launch of the engine per host), from aiconfigurator-core's system
+files (`systems/<system>.yaml`, `node.num_gpus_per_node`): 8 for the HGX boards, 4 for a
+GB200 compute tray (2 Grace CPUs x 2 GPUs). A GB200 NVL72 rack joins 18 trays in one NVLink
+domain of 72 GPUs, so a replica over several trays keeps NVLink speed, but each tray is still
+a host the launch must start on."""
+
+DEFAULT_GPUS_PER_NODE = 8
+"""Other GPUs: the 8-GPU server most clouds rent (MI300X platforms, H800/H20 boards)."""
+
+
+def get_gpus_per_node(gpu_id: str) -> int:
+    """GPUs per host of a catalog GPU (`GPUS_PER_NODE`)."""
+    return GPUS_PER_NODE.get(gpu_id, DEFAULT_GPUS_PER_NODE)
+
+
 def systems_root() -> Path:
     return data_root().parent
 

@@ -39,7 +39,6 @@ import pandas as pd
 
 from simulator.errors import InputError
 from simulator.kernels import tables
-from simulator.planning.layouts import get_gpus_per_node
 from simulator.validation import silicon_layout
 
 SILICON_COLUMNS = (
@@ -122,7 +121,7 @@ def load_runs(path, models) -> pd.DataFrame:
     if missing:
         raise InputError(f"missing columns {missing}", file=str(path))
     gpu_of = {system: gpu for gpu, system in tables.SYSTEMS.items()}
-    per_node = raw["system"].map(gpu_of).map(get_gpus_per_node, na_action="ignore")
+    per_node = raw["system"].map(gpu_of).map(tables.get_gpus_per_node, na_action="ignore")
     raw, decoded = silicon_layout.decode(
         raw.reindex(columns=[*raw.columns, *_absent(raw)]), per_node
     )
