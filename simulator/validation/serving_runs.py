@@ -28,6 +28,12 @@ from which groups.
 the file write squared (TP8 EP8 on 8 GPUs as `tp_size` 64), keeps one row of each
 measurement the dumps repeat, and leaves out, naming why, a row whose columns contradict
 its own id or whose attention TP does not divide the model's heads.
+
+**Runs that verified MTP drafts.** Most 2026 rows are InferenceMAX sweeps, and the file
+does not say which ran MTP speculative decoding. `inferencemax` joins each row's
+`measured=` stamp to the InferenceX sweep it came from (`spec_decoding`, `inferencemax_run`);
+a run whose sweep searched only MTP configs is left out, named: its TPOT is a speculative
+run's at an unrecorded acceptance, not the baseline `method none` prices.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ import pandas as pd
 
 from simulator.errors import InputError
 from simulator.kernels import tables
-from simulator.validation import silicon_layout
+from simulator.validation import inferencemax, silicon_layout
 
 SILICON_COLUMNS = (
     "backend",
@@ -161,6 +167,7 @@ def load_runs(path, models) -> pd.DataFrame:
     ep = layout["moe_ep_size"][keep].fillna(1.0).astype(int)
     moe_tp = layout["moe_tp_size"][keep].fillna(gpus / ep).astype(int)
     dense_row = is_dense[keep].to_numpy()
+    spec = inferencemax.spec_decoding(runs, target[keep])
     return pd.DataFrame(
         {
             "target": target[keep].to_numpy(),
@@ -187,6 +194,8 @@ def load_runs(path, models) -> pd.DataFrame:
             "family": np.where(dense_row, "dense", "MoE"),
             "layout_decoded": decoded[keep].to_numpy(),
             "layout_contradiction": contradiction.to_numpy(),
+            "spec_decoding": spec["spec_decoding"].to_numpy(),
+            "inferencemax_run": spec["inferencemax_run"].to_numpy(),
         }
     )
 
@@ -203,6 +212,8 @@ def score(runs: pd.DataFrame, *, gpus=None, models=None, kernels: bool = True) -
             "family",
             "layout_decoded",
             "layout_contradiction",
+            "spec_decoding",
+            "inferencemax_run",
         ],
         errors="ignore",
     )
@@ -223,6 +234,13 @@ def score(runs: pd.DataFrame, *, gpus=None, models=None, kernels: bool = True) -
         named = res["layout_contradiction"].fillna("").astype(str)
         res["excluded"] = np.where(
             named != "", "layout columns contradict the run: " + named, res["excluded"]
+        )
+    if "spec_decoding" in res:
+        mtp = res["spec_decoding"].eq("mtp").to_numpy()
+        res.loc[mtp, "excluded"] = (
+            "ran with MTP speculative decoding (InferenceMAX "
+            + res.loc[mtp, "inferencemax_run"].astype(str)
+            + "): the file records no acceptance"
         )
     return res
 
@@ -279,7 +297,7 @@ def _stats(errors: pd.DataFrame, key) -> pd.DataFrame:
 def summarise(errors: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Median |error| and signed median of TPOT (and |error| of TTFT): overall, by engine,
     GPU, model, concurrency bucket, and by (model, GPU, engine), over the runs not
-    `excluded` (the prefill floor, module docstring)."""
+    `excluded` (the prefill floor, a contradicted layout, MTP: module docstring)."""
     kept = errors["excluded"] == "" if "excluded" in errors else True
     e = errors[np.isfinite(errors["tpot_error"]) & kept].assign(
         concurrency=lambda d: _bucket(d["batch_size"]), all="all"
@@ -315,11 +333,16 @@ def excluded_note(errors: pd.DataFrame) -> str:
     columns contradict), and from which (model, GPU, engine)."""
     out = errors[errors["excluded"] != ""]
     if out.empty:
-        return "no run left out (prefill floor, layout)"
-    reason = np.where(
-        out["excluded"].str.startswith("layout"),
-        "layout columns contradict the run (its id's GPUs, or a TP that does not divide "
-        "the model's attention heads)",
+        return "no run left out (prefill floor, layout, MTP)"
+    reason = np.select(
+        [out["excluded"].str.startswith("layout"), out["excluded"].str.startswith("ran with")],
+        [
+            "layout columns contradict the run (its id's GPUs, or a TP that does not divide "
+            "the model's attention heads)",
+            "ran with MTP speculative decoding (the InferenceMAX sweep at the run's stamp "
+            "searched only MTP configs; the file records no acceptance, so its TPOT is not "
+            "a baseline's)",
+        ],
         "below the prefill floor (the engine's own kernels need longer to prefill the "
         "run's concurrent prompts than a request's measured lifetime, TTFT + (OSL - 1) * "
         "TPOT; prompts not computed)",

@@ -1,0 +1,207 @@
+"""Which silicon_sample.csv runs ran speculative decoding: the InferenceMAX sweeps they came from.
+
+Most aggregated runs in aiconfigurator-core 0.12.0's `silicon_sample.csv` are SemiAnalysis
+InferenceMAX (now InferenceX) sweeps: prompts and outputs of 1k/1k, 1k/8k and 8k/1k tokens
+at concurrency 4-256, and a `measured=` stamp a few seconds after the InferenceX commit whose
+merge ran the sweep (2026-01-14T22:26:21Z for commit bf3456727, merged 22:26:18Z, "Add MTP
+Benchmark Support for DeepSeek-R1 TRT", PR #392; 2026-02-06T17:21:58Z for 0aae52d4c at
+17:21:54Z). The rows do not say whether a run used speculative decoding; InferenceX does.
+Each merge runs the config keys its `perf-changelog.yaml` addition names, and each key's
+search space in `.github/configs/nvidia-master.yaml` says `spec-decoding: mtp` or not (the
+single-node keys that do end in `-mtp`; from 2026-02-05 they are the only ones that ran
+TensorRT-LLM 1.2.0rc6.post3). A baseline TPOT checked against a run that verified MTP drafts
+is checked against the wrong thing: DeepSeek-R1 on 8 B200s with TensorRT-LLM at rc6.post3
+measures 35-55% below rc6.post2 at the same layout and concurrency.
+
+`data/validation/inferencemax_runs.csv` is that join, one row per (sweep, config key), built
+by `build` from a clone of github.com/SemiAnalysisAI/InferenceX (`python -m
+simulator.validation.inferencemax CLONE > data/validation/inferencemax_runs.csv`);
+`spec_decoding` matches each run to it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+RUNS_PATH = Path(__file__).resolve().parents[2] / "data" / "validation" / "inferencemax_runs.csv"
+
+MODEL_PREFIX = {
+    "deepseek-r1": "dsr1",
+    "deepseek-v3": "dsr1",
+    "gpt-oss-120b": "gptoss",
+    "kimi-k2.5": "kimik2.5",
+    "minimax-m2.5": "minimaxm2.5",
+    "qwen3.5-397b-a17b": "qwen3.5",
+    "glm-5": "glm5",
+}
+"""Catalog id -> InferenceX `model-prefix`. InferenceX never ran DeepSeek-V3: the rows
+labelled V3 at its sweeps' stamps are the db-dump's label for its DeepSeek-R1 runs
+(config 201, the same measurements as R1 rows of the 2026-03-25 file)."""
+
+FRAMEWORK = {"trtllm": "trt", "sglang": "sglang", "vllm": "vllm"}
+"""aiconfigurator backend -> InferenceX single-node `framework` (aggregated runs only)."""
+
+STAMP_WINDOW_S = 300
+"""A run stamped to the second is matched to a sweep merged at most this long before it
+(the stamps in the file are 3-4 s after their commits)."""
+
+MASTER_FILES = (
+    ".github/configs/nvidia-master.yaml",
+    "configs/nvidia-master.yaml",
+)
+
+
+def load_table(path: Path = RUNS_PATH) -> pd.DataFrame:
+    """The InferenceX sweeps, one row per (sweep, config key), `run_utc` as UTC timestamps."""
+    table = pd.read_csv(path, dtype=str).fillna("")
+    table["run_utc"] = pd.to_datetime(table["run_utc"], utc=True)
+    return table
+
+
+def _stamps(raw: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Each row's `measured=` stamp (UTC) and whether it names a time of day."""
+    source = raw.get("silicon_data_source", pd.Series("", index=raw.index))
+    text = source.fillna("").astype(str).str.extract(r"measured=([^;]+)")[0]
+    when = pd.to_datetime(text.str.strip(), utc=True, errors="coerce", format="mixed")
+    timed = text.str.contains(r"T\d\d:\d\d:\d\d", na=False) & ~text.str.contains(
+        "T00:00:00", na=False
+    )
+    return when, timed
+
+
+def spec_decoding(raw: pd.DataFrame, target: pd.Series, table=None) -> pd.DataFrame:
+    """Per silicon_sample row: `spec_decoding` ("mtp", "none", "both" where one sweep ran
+    the same model, GPU, precision and engine with and without it, "" where no InferenceX
+    sweep matches) and `inferencemax_run` (the keys and the sweep's merge time)."""
+    table = load_table() if table is None else table
+    when, timed = _stamps(raw)
+    key = pd.DataFrame(
+        {
+            "prefix": target.map(MODEL_PREFIX),
+            "precision": raw["precision"].astype(str),
+            "gpu": raw["system"].astype(str).str.split("_").str[0],
+            "framework": raw["backend"].map(FRAMEWORK),
+            "when": when,
+            "timed": timed,
+        },
+        index=raw.index,
+    )
+    spec = pd.Series("", index=raw.index)
+    run = pd.Series("", index=raw.index)
+    fields = ["prefix", "precision", "gpu", "framework", "when", "timed"]
+    for group, rows in key.dropna(subset=["prefix", "framework", "when"]).groupby(fields):
+        spec[rows.index], run[rows.index] = _match(table, *group)
+    return pd.DataFrame({"spec_decoding": spec, "inferencemax_run": run})
+
+
+def _match(table, prefix, precision, gpu, framework, when, timed) -> tuple[str, str]:
+    """The spec decoding of the sweep(s) a stamp points at, for one model/GPU/engine."""
+    same = table[
+        (table["model_prefix"] == prefix)
+        & (table["precision"] == precision)
+        & (table["gpu"] == gpu)
+        & (table["framework"] == framework)
+    ]
+    if timed:
+        lag = (when - same["run_utc"]).dt.total_seconds()
+        same = same[(lag >= 0) & (lag <= STAMP_WINDOW_S)]
+    else:
+        same = same[same["run_utc"].dt.normalize() == when.normalize()]
+    kinds = set(same["spec_decoding"])
+    if not kinds:
+        return "", ""
+    label = "both" if len(kinds) > 1 or "mixed" in kinds else kinds.pop()
+    runs = sorted({f"{r.config_key} {r.run_utc:%Y-%m-%dT%H:%M:%SZ}" for r in same.itertuples()})
+    return label, "; ".join(runs)
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
+    ).stdout
+
+
+def _master(repo: Path, commit: str) -> dict:
+    """The single-node NVIDIA config keys at `commit`, with their fields."""
+    for name in MASTER_FILES:
+        text = _git(repo, "show", f"{commit}:{name}")
+        if text:
+            return yaml.safe_load(text) or {}
+    return {}
+
+
+def _spec_of(config: dict) -> str:
+    """mtp / none / mixed over a config's search-space entries."""
+    kinds = set()
+    for seq in config.get("seq-len-configs") or []:
+        for entry in seq.get("search-space") or []:
+            kinds.add(str(entry.get("spec-decoding", "none")).lower())
+    kinds = {k if k in ("none", "") else "mtp" for k in kinds} - {""} or {"none"}
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _added(repo: Path, commit: str) -> list:
+    """The changelog entries a first-parent commit added (as InferenceX's
+    utils/process_changelog.py reads them: the diff's added lines, parsed as YAML)."""
+    diff = _git(repo, "diff", f"{commit}^", commit, "--", "perf-changelog.yaml")
+    lines = [ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    try:
+        entries = yaml.safe_load("\n".join(lines)) or []
+    except yaml.YAMLError:
+        return []
+    return entries if isinstance(entries, list) else []
+
+
+def build(repo: Path) -> pd.DataFrame:
+    """One row per (sweep, single-node NVIDIA config key) from an InferenceX clone."""
+    log = _git(
+        repo,
+        "log",
+        "--first-parent",
+        "--reverse",
+        "--format=%H %cI",
+        "HEAD",
+        "--",
+        "perf-changelog.yaml",
+    )
+    rows = []
+    for line in log.splitlines():
+        commit, stamp = line.split()
+        entries = _added(repo, commit)
+        if not entries:
+            continue
+        master = _master(repo, commit)
+        keys = set()
+        for entry in entries:
+            for pattern in (entry or {}).get("config-keys") or []:
+                keys.update(fnmatch.filter(master, str(pattern)))
+        for k in sorted(keys):
+            config = master[k]
+            if config.get("multinode") or config.get("framework") not in FRAMEWORK.values():
+                continue
+            rows.append(
+                {
+                    "run_utc": pd.Timestamp(stamp).tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "commit": commit[:9],
+                    "config_key": k,
+                    "model_prefix": config.get("model-prefix", ""),
+                    "precision": config.get("precision", ""),
+                    "gpu": str(config.get("runner", "")).split("-")[0],
+                    "framework": config.get("framework", ""),
+                    "image": config.get("image", ""),
+                    "spec_decoding": _spec_of(config),
+                    "source": f"SemiAnalysisAI/InferenceX@{commit[:9]} perf-changelog.yaml, "
+                    "nvidia-master.yaml",
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+if __name__ == "__main__":
+    build(Path(sys.argv[1])).to_csv(sys.stdout, index=False)

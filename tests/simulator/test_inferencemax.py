@@ -1,0 +1,127 @@
+"""Which silicon_sample runs ran MTP: the join to the InferenceX sweeps they came from."""
+
+import pandas as pd
+
+from simulator.validation import inferencemax
+from simulator.validation.serving_runs import bundled_runs_path, score
+
+
+def _table(*rows):
+    cols = [
+        "run_utc",
+        "config_key",
+        "model_prefix",
+        "precision",
+        "gpu",
+        "framework",
+        "spec_decoding",
+    ]
+    t = pd.DataFrame([dict(zip(cols, r, strict=True)) for r in rows])
+    t["run_utc"] = pd.to_datetime(t["run_utc"], utc=True)
+    return t
+
+
+TABLE = _table(
+    ("2026-01-14T22:26:18Z", "dsr1-fp8-b200-trt-mtp", "dsr1", "fp8", "b200", "trt", "mtp"),
+    ("2026-01-29T15:27:25Z", "dsr1-fp8-b200-trt", "dsr1", "fp8", "b200", "trt", "none"),
+    ("2026-03-25T16:34:10Z", "dsr1-fp8-b200-sglang", "dsr1", "fp8", "b200", "sglang", "none"),
+    ("2026-03-25T16:34:10Z", "dsr1-fp8-b200-sglang-mtp", "dsr1", "fp8", "b200", "sglang", "mtp"),
+)
+
+
+def _raw(*stamps, backend="trtllm"):
+    return pd.DataFrame(
+        {
+            "silicon_data_source": [f"db-dump; config=201; measured={s}" for s in stamps],
+            "precision": "fp8",
+            "system": "b200_sxm",
+            "backend": backend,
+        }
+    )
+
+
+def _spec(raw, target="deepseek-r1"):
+    out = inferencemax.spec_decoding(raw, pd.Series(target, index=raw.index), TABLE)
+    return list(out["spec_decoding"]), list(out["inferencemax_run"])
+
+
+def test_a_run_stamped_seconds_after_an_mtp_sweep_ran_mtp():
+    spec, run = _spec(_raw("2026-01-14T22:26:21Z"))
+    assert spec == ["mtp"]
+    assert run == ["dsr1-fp8-b200-trt-mtp 2026-01-14T22:26:18Z"]
+
+
+def test_a_stamp_before_the_merge_or_long_after_matches_nothing():
+    spec, _ = _spec(_raw("2026-01-14T22:26:10Z", "2026-01-14T23:26:21Z"))
+    assert spec == ["", ""]
+
+
+def test_a_date_only_twin_is_matched_by_its_day():
+    spec, _ = _spec(_raw("2026-01-14T00:00:00.000Z", "2026-01-29T00:00:00.000Z"))
+    assert spec == ["mtp", "none"]
+
+
+def test_a_sweep_without_mtp_is_none_and_one_with_both_is_both():
+    assert _spec(_raw("2026-01-29T15:27:29Z"))[0] == ["none"]
+    assert _spec(_raw("2026-03-25T16:34:14Z", backend="sglang"))[0] == ["both"]
+
+
+def test_another_engine_model_or_gpu_matches_nothing():
+    assert _spec(_raw("2026-01-14T22:26:21Z", backend="vllm"))[0] == [""]
+    assert _spec(_raw("2026-01-14T22:26:21Z"), target="llama-3.1-8b")[0] == [""]
+    raw = _raw("2026-01-14T22:26:21Z").assign(system="h200_sxm")
+    assert _spec(raw)[0] == [""]
+
+
+def test_a_row_without_a_stamp_matches_nothing():
+    raw = _raw("x").assign(silicon_data_source="aiconfigurator sweep")
+    assert _spec(raw)[0] == [""]
+    assert _spec(raw.drop(columns="silicon_data_source"))[0] == [""]
+
+
+def test_the_bundled_table_reads_the_trtllm_release_each_run_used():
+    """Every DeepSeek-R1 B200 TensorRT-LLM sweep on 1.2.0rc6.post3 ran MTP, every one on
+    rc6.post2 did not (the -mtp keys alone moved to post3 in February 2026)."""
+    t = inferencemax.load_table()
+    trt = t[(t["model_prefix"] == "dsr1") & (t["gpu"] == "b200") & (t["framework"] == "trt")]
+    post3 = trt[trt["image"].str.endswith("rc6.post3")]
+    post2 = trt[trt["image"].str.endswith("rc6.post2")]
+    assert len(post3) and set(post3["spec_decoding"]) == {"mtp"}
+    assert len(post2) and set(post2["spec_decoding"]) == {"none"}
+    assert (t["source"].str.startswith("SemiAnalysisAI/InferenceX@")).all()
+
+
+def test_score_leaves_out_the_runs_that_ran_mtp():
+    runs = pd.DataFrame(
+        {
+            "target": "llama-3.1-8b",
+            "gpu": "h100-sxm",
+            "num_gpus": 1,
+            "engine": "vllm",
+            "weight_dtype": "fp8",
+            "kv_dtype": "fp8",
+            "method": "none",
+            "serving": "steady",
+            "batch_size": 8,
+            "prompt_len": 1024,
+            "output_len": 1024,
+            "measured_tpot_ms": 10.0,
+            "measured_ttft_ms": 100.0,
+            "spec_decoding": ["mtp", "none", "both", ""],
+            "inferencemax_run": ["k-mtp 2026-01-14T22:26:18Z", "k", "k; k-mtp", ""],
+        }
+    )
+    res = score(runs)
+    assert res["excluded"].iloc[0].startswith("ran with MTP speculative decoding")
+    assert "k-mtp 2026-01-14T22:26:18Z" in res["excluded"].iloc[0]
+    assert list(res["excluded"].iloc[1:]) == ["", "", ""]
+
+
+def test_the_bundled_runs_name_their_sweep():
+    raw = pd.read_csv(bundled_runs_path())
+    r1 = raw[raw["model_path"].astype(str).str.contains("DeepSeek-R1", case=False)]
+    out = inferencemax.spec_decoding(r1, pd.Series("deepseek-r1", index=r1.index))
+    stamped = r1["silicon_data_source"].str.contains("measured=2026-01-14T22:26:21Z")
+    b200_trt = stamped & (r1["system"] == "b200_sxm") & (r1["backend"] == "trtllm")
+    assert b200_trt.any()
+    assert set(out.loc[b200_trt, "spec_decoding"]) == {"mtp"}
