@@ -44,6 +44,9 @@ MODEL_PREFIX = {
 labelled V3 at its sweeps' stamps are the db-dump's label for its DeepSeek-R1 runs
 (config 201, the same measurements as R1 rows of the 2026-03-25 file)."""
 
+PRECISION = {"nvfp4": "fp4"}
+"""InferenceX `precision` -> silicon_sample's, where they name one format two ways."""
+
 FRAMEWORK = {"trtllm": "trt", "sglang": "sglang", "vllm": "vllm"}
 """aiconfigurator backend -> InferenceX single-node `framework` (aggregated runs only)."""
 
@@ -104,7 +107,7 @@ def _match(table, prefix, precision, gpu, framework, when, timed) -> tuple[str, 
     """The spec decoding of the sweep(s) a stamp points at, for one model/GPU/engine."""
     same = table[
         (table["model_prefix"] == prefix)
-        & (table["precision"] == precision)
+        & (table["precision"].replace(PRECISION) == precision)
         & (table["gpu"] == gpu)
         & (table["framework"] == framework)
     ]
@@ -113,7 +116,7 @@ def _match(table, prefix, precision, gpu, framework, when, timed) -> tuple[str, 
         same = same[(lag >= 0) & (lag <= STAMP_WINDOW_S)]
     else:
         same = same[same["run_utc"].dt.normalize() == when.normalize()]
-    kinds = set(same["spec_decoding"])
+    kinds = set(same["spec_decoding"]) - {""}
     if not kinds:
         return "", ""
     label = "both" if len(kinds) > 1 or "mixed" in kinds else kinds.pop()
@@ -137,11 +140,20 @@ def _master(repo: Path, commit: str) -> dict:
 
 
 def _spec_of(config: dict) -> str:
-    """mtp / none / mixed over a config's search-space entries."""
+    """mtp / none / mixed over a config's search-space entries; "" where it has none.
+
+    The entries sit under `seq-len-configs` until spring 2026 and under `scenarios:
+    fixed-seq-len` after."""
+    scenarios = config.get("scenarios") or {}
+    seqs = (config.get("seq-len-configs") or []) + (
+        (scenarios.get("fixed-seq-len") or []) if isinstance(scenarios, dict) else []
+    )
     kinds = set()
-    for seq in config.get("seq-len-configs") or []:
+    for seq in seqs:
         for entry in seq.get("search-space") or []:
             kinds.add(str(entry.get("spec-decoding", "none")).lower())
+    if not kinds:
+        return ""
     kinds = {k if k in ("none", "") else "mtp" for k in kinds} - {""} or {"none"}
     return kinds.pop() if len(kinds) == 1 else "mixed"
 

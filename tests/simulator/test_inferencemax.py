@@ -125,3 +125,41 @@ def test_the_bundled_runs_name_their_sweep():
     b200_trt = stamped & (r1["system"] == "b200_sxm") & (r1["backend"] == "trtllm")
     assert b200_trt.any()
     assert set(out.loc[b200_trt, "spec_decoding"]) == {"mtp"}
+
+
+def test_both_config_layouts_of_nvidia_master_are_read():
+    """Until spring 2026 a key's search spaces sit under `seq-len-configs`, later under
+    `scenarios: fixed-seq-len`; a key with neither is unknown, not a baseline."""
+    space = [{"isl": 1024, "osl": 1024, "search-space": [{"tp": 8, "spec-decoding": "mtp"}]}]
+    assert inferencemax._spec_of({"seq-len-configs": space}) == "mtp"
+    assert inferencemax._spec_of({"scenarios": {"fixed-seq-len": space}}) == "mtp"
+    plain = [{"isl": 1024, "osl": 1024, "search-space": [{"tp": 8}]}]
+    assert inferencemax._spec_of({"scenarios": {"fixed-seq-len": plain}}) == "none"
+    assert inferencemax._spec_of({"image": "x"}) == ""
+
+
+def test_nvfp4_sweeps_match_fp4_rows():
+    table = _table(
+        (
+            "2026-03-29T03:54:25Z",
+            "glm5-nvfp4-b200-sglang",
+            "glm5",
+            "nvfp4",
+            "b200",
+            "sglang",
+            "none",
+        ),
+    )
+    raw = _raw("2026-03-29T00:00:00.000Z", backend="sglang").assign(precision="fp4")
+    out = inferencemax.spec_decoding(raw, pd.Series("glm-5", index=raw.index), table)
+    assert list(out["spec_decoding"]) == ["none"]
+
+
+def test_a_key_of_unknown_search_space_does_not_make_a_sweep_both():
+    table = _table(
+        ("2026-01-29T15:27:25Z", "dsr1-fp8-b200-trt", "dsr1", "fp8", "b200", "trt", "none"),
+        ("2026-01-29T15:27:25Z", "dsr1-fp8-b200-trt-x", "dsr1", "fp8", "b200", "trt", ""),
+    )
+    raw = _raw("2026-01-29T15:27:29Z")
+    out = inferencemax.spec_decoding(raw, pd.Series("deepseek-r1", index=raw.index), table)
+    assert list(out["spec_decoding"]) == ["none"]
