@@ -148,13 +148,13 @@ def _spec_of(config: dict) -> str:
     seqs = (config.get("seq-len-configs") or []) + (
         (scenarios.get("fixed-seq-len") or []) if isinstance(scenarios, dict) else []
     )
-    kinds = set()
-    for seq in seqs:
-        for entry in seq.get("search-space") or []:
-            kinds.add(str(entry.get("spec-decoding", "none")).lower())
+    kinds = {
+        "none" if str(entry.get("spec-decoding", "none")).lower() in ("none", "") else "mtp"
+        for seq in seqs
+        for entry in seq.get("search-space") or []
+    }
     if not kinds:
         return ""
-    kinds = {k if k in ("none", "") else "mtp" for k in kinds} - {""} or {"none"}
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 

@@ -330,7 +330,7 @@ def _family_tables(e: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def excluded_note(errors: pd.DataFrame) -> str:
     """How many runs were left out, for which reason (the prefill floor, a layout the
-    columns contradict), and from which (model, GPU, engine)."""
+    columns contradict, an MTP run), and from which (model, GPU, engine)."""
     out = errors[errors["excluded"] != ""]
     if out.empty:
         return "no run left out (prefill floor, layout, MTP)"
