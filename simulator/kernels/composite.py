@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import logging
 import os
 from dataclasses import dataclass
@@ -95,6 +96,16 @@ the vendors' own fp8 releases of these models (zai-org/GLM-5-FP8, Qwen/Qwen3.5-3
 deepseek-ai/DeepSeek-V3) are block-scaled, and aiconfigurator-core 0.12.0 collects
 SGLang's DSA attention of GLM-5 and its 512-expert MoE only in that format. The label says
 so ("fp8 as block-scaled fp8")."""
+
+MOE_SHARE_SWAP = True
+"""A layout whose MoE split the package has no table for is priced at the other split of
+the same GPUs: MoE TP n as EP n, or EP n as TP n. With balanced routing (the tables'
+`distribution`), each GPU holds 1/n of every layer's expert weights and does 1/n of its
+expert FLOPs either way; TP cuts each expert's intermediate dimension n ways, EP keeps
+whole experts on fewer GPUs. TensorRT-LLM 1.3.0rc20 collects gpt-oss's MXFP4 MoE only at
+MoE TP 1 (EP 1-128), so every gpt-oss run at `--tp_size 2..8` without `--ep_size` (100
+silicon runs on B200 and H200) was on the roofline; SGLang 0.5.14 collects Qwen3.5's
+512-expert MoE on H200 at TP, not EP 8. The label says so ("MoE TP2 as EP2")."""
 
 LM_HEAD_OP = "generation_logits_gemm"
 
@@ -191,6 +202,29 @@ def quant_attempts(
     return out
 
 
+def moe_layout_attempts(layout: Layout) -> list[tuple[Layout, str]]:
+    """The layouts to price `layout` at, in order, each with its label's note ("" for the
+    layout itself): then the other MoE splits of the same GPUs (`MOE_SHARE_SWAP`)."""
+    n = layout.moe_tp_size * layout.moe_ep_size
+    out = [(layout, "")]
+    for tp, ep in ((1, n), (n, 1)):
+        alt = dataclasses.replace(layout, moe_tp_size=tp, moe_ep_size=ep)
+        if alt != layout:
+            out.append((alt, f"MoE {_moe_split(layout)} as {_moe_split(alt)}"))
+    return out
+
+
+def _moe_split(layout: Layout) -> str:
+    return (
+        " ".join(
+            f"{name}{size}"
+            for name, size in (("TP", layout.moe_tp_size), ("EP", layout.moe_ep_size))
+            if size > 1
+        )
+        or "TP1"
+    )
+
+
 def compile_engine(
     aic_model: str,
     system: str,
@@ -273,11 +307,12 @@ def build_composite(
 ) -> KernelSurface:
     """The surface of one combination (module docstring). Raises `NoSurface` where the
     package cannot price it (a layout its tables lack, a dtype the GPU has no kernels for)."""
-    attempts = quant_attempts(aic_model, system, engine, weight_dtype, checkpoint_dtype)
+    quants = quant_attempts(aic_model, system, engine, weight_dtype, checkpoint_dtype)
     if not FP8_BLOCK_RETRY:
-        attempts = attempts[:1]
+        quants = quants[:1]
+    layouts = moe_layout_attempts(layout) if MOE_SHARE_SWAP else [(layout, "")]
     first = None
-    for attempt in attempts:
+    for (priced, moe_note), (gemm, moe, quant_note) in itertools.product(layouts, quants):
         try:
             handle = compile_engine(
                 aic_model,
@@ -287,12 +322,11 @@ def build_composite(
                 weight_dtype,
                 checkpoint_dtype,
                 kv_dtype,
-                layout,
-                attempt[:2],
+                priced,
+                (gemm, moe),
             )
-            eng = _Engine(handle, layout.attention_dp_size)
-            sampled = _sample(eng, float(num_layers))
-            note = attempt[2]
+            sampled = _sample(_Engine(handle, layout.attention_dp_size), float(num_layers))
+            note = "; ".join(n for n in (quant_note, moe_note) if n)
             break
         except NoSurface as exc:
             first = first or exc

@@ -99,18 +99,16 @@ def decode(raw: pd.DataFrame, gpus_per_node: pd.Series) -> tuple[pd.DataFrame, p
 
 
 def duplicates(raw: pd.DataFrame) -> pd.Series:
-    """Rows that repeat another row's measurement: the same model, GPU, engine, precision,
-    lengths and concurrency with TPOT and TTFT equal to 10 us (one dump gives two
-    decimals), whatever layout
-    each writes (several dumps of the file carry the same benchmark, some squared). Of
-    each set the row whose id names its layout is kept, else the first."""
+    """Rows that repeat another row's measurement: the same GPU, engine, precision, lengths
+    and concurrency with TPOT and TTFT equal to 10 us (one dump gives two decimals),
+    whatever layout or model name each writes (several dumps of the file carry the same
+    benchmark, some squared; `db-dump/2026-04-27` writes its `dsr1_` runs, DeepSeek-R1's,
+    as model DeepSeek-V3, 391 of them the very measurements of the DeepSeek-R1 rows of
+    other dumps). Of each set the row whose id names its layout is kept, else the first."""
     w = _written(raw)
     key = pd.DataFrame(
         {
-            **{
-                c: raw[c]
-                for c in ("mode", "model_path", "system", "backend", "precision", "isl", "osl")
-            },
+            **{c: raw[c] for c in ("mode", "system", "backend", "precision", "isl", "osl")},
             "concurrency": raw["batch_size"] * w["dp"],
             "tpot": raw["silicon_tpot_ms"].round(2),
             "ttft": raw["silicon_ttft_ms"].round(2),

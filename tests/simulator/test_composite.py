@@ -281,3 +281,27 @@ def test_what_the_package_cannot_price_is_kept_and_not_asked_again(monkeypatch, 
     get_composite.cache_clear()
     assert get_composite(*args, spec.checkpoint_dtype, "fp8", Layout(8, 1, 8, 1)) is None
     get_composite.cache_clear()
+
+
+def test_a_moe_split_without_tables_is_priced_at_the_other_split(monkeypatch):
+    """TensorRT-LLM's tables hold gpt-oss's MXFP4 MoE only at MoE TP 1: `--tp_size 2`
+    without `--ep_size` (MoE TP2, 21 silicon runs on B200) was on the roofline at +47%.
+    The same GPUs at EP2 hold and read the same share of the expert weights; the surface
+    is the engine's EP2 step and its label says so."""
+    from simulator.kernels import composite
+
+    gpt = "openai/gpt-oss-120b"
+    args = (gpt, 36, 2880, "b200", "trtllm", "", "fp4", "fp4", "fp8", Layout(2, 1, 2, 1))
+    monkeypatch.setenv("SPECPLAN_SURFACE_CACHE", "off")
+    monkeypatch.setattr(composite, "MOE_SHARE_SWAP", False)
+    get_composite.cache_clear()
+    assert get_composite(*args) is None
+    monkeypatch.setattr(composite, "MOE_SHARE_SWAP", True)
+    get_composite.cache_clear()
+    s = get_composite(*args)
+    get_composite.cache_clear()
+    assert s is not None and s.label.endswith("TP2 (MoE TP2 as EP2)")
+    ep2 = compile_engine(gpt, "b200_sxm", "trtllm", "", "fp4", "fp4", "fp8", Layout(2, 1, 1, 2))
+    assert float(s.forward_ms(8, 1, 1024)) == pytest.approx(
+        ep2.decode_step_latency(8, 1023, 0), rel=1e-2
+    )

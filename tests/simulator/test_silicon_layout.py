@@ -96,6 +96,22 @@ def test_the_same_measurement_twice_is_kept_once_preferring_the_labelled_row():
     assert silicon_layout.duplicates(raw).tolist() == [True, False, False]
 
 
+def test_the_same_measurement_under_another_model_name_is_kept_once():
+    """db-dump/2026-04-27 writes its `dsr1_` runs (DeepSeek-R1's) as DeepSeek-V3: the
+    very TPOT and TTFT of the 2026-03-25 DeepSeek-R1 rows, scored twice before."""
+    raw = pd.concat(
+        [
+            _one(
+                id="dsr1_b200_sglang_fp4_agg_1024x1024_c8_cfg81",
+                model_path="deepseek-ai/DeepSeek-V3",
+            ),
+            _one(id="2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c8_tp8_0_ep8_0_976"),
+        ],
+        ignore_index=True,
+    )
+    assert silicon_layout.duplicates(raw).tolist() == [True, False]
+
+
 def test_a_tp_that_does_not_divide_the_heads_is_named():
     raw = _one(tp_size=36, moe_tp_size=36, moe_ep_size=1)
     why = silicon_layout.contradictions(raw, pd.Series([128]))
@@ -108,7 +124,7 @@ def test_the_bundled_file_scores_each_measurement_once_in_the_layout_it_ran(tmp_
     gpus = moe["tp_size"] * moe["attention_dp_size"]
     assert (gpus == moe["moe_tp_size"] * moe["moe_ep_size"]).all()
     assert moe["layout_decoded"].sum() > 100
-    key = ["target", "gpu", "engine", "weight_dtype", "prompt_len", "output_len", "batch_size"]
+    key = ["gpu", "engine", "weight_dtype", "prompt_len", "output_len", "batch_size"]
     twice = moe.assign(t=moe["measured_tpot_ms"].round(2), f=moe["measured_ttft_ms"].round(2))
     assert not twice.duplicated([*key, "t", "f"]).any()
     # DeepSeek-R1 on B200 fp4 at TP8 EP8, concurrency 64, 1024/1024: one row, 8 GPUs.
