@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from simulator.kernels import tables
 from simulator.kernels.surface import (
@@ -107,6 +108,19 @@ MoE TP 1 (EP 1-128), so every gpt-oss run at `--tp_size 2..8` without `--ep_size
 silicon runs on B200 and H200) was on the roofline; SGLang 0.5.14 collects Qwen3.5's
 512-expert MoE on H200 at TP, not EP 8. The label says so ("MoE TP2 as EP2")."""
 
+MLA_BLOCK_FROM = "trtllm"
+"""The engine whose MLA block prices vLLM's on a GPU where vLLM's MLA module tables predate
+aiconfigurator's fused-op collector fix (ai-dynamo/aiconfigurator#1423). The package's
+B200 vLLM 0.24.0 tables were re-collected with it on 2026-07-27 (their collection_meta.yaml
+says so, `norm_dispatch: vllm_c_eager_surrogate`): "the previous rows ran the never-in-
+serving native chain (+34%)". Every other GPU's vLLM MLA tables are the previous rows: on
+H200 a DeepSeek-V3 MLA module at 16 heads, batch 4, KV 1,024 costs 0.117 ms (FlashMLA,
+fp8 KV) where TensorRT-LLM's H200 module costs 0.055 ms and vLLM's re-collected B200 one
+0.043 ms. TensorRT-LLM's module on the same GPU is the engine's MLA block at the same
+heads, layout and dtypes; the label says so ("MLA block from trtllm")."""
+
+MLA_BLOCK_OP = "generation_mla_block"
+
 LM_HEAD_OP = "generation_logits_gemm"
 
 CACHE_FORMAT = 4
@@ -144,15 +158,25 @@ class Layout:
 
 class _Engine:
     """One compiled aiconfigurator engine, asked at integer points and interpolated
-    linearly between them where a point is fractional (tokens per attention rank)."""
+    linearly between them where a point is fractional (tokens per attention rank). With a
+    `donor`, the MLA block of each step is the donor engine's (`MLA_BLOCK_FROM`)."""
 
-    def __init__(self, handle, dp: int) -> None:
+    def __init__(self, handle, dp: int, donor=None) -> None:
         self.handle = handle
         self.dp = dp
+        self.donor = donor
 
     def _decode(self, b: int, kv_len: int) -> float:
         # s = isl + osl // 2 + 1 is the engine's KV length: isl = L - 1, osl = 0.
-        return float(self.handle.decode_step_latency(max(int(b), 1), max(int(kv_len) - 1, 0), 0))
+        args = (max(int(b), 1), max(int(kv_len) - 1, 0), 0)
+        if self.donor is None:
+            return float(self.handle.decode_step_latency(*args))
+        ops = self.handle.decode_step_per_op(*args)
+        theirs = self.donor.decode_step_per_op(*args)
+        return float(
+            sum(x[1] for x in ops if x[0] != MLA_BLOCK_OP)
+            + sum(x[1] for x in theirs if x[0] == MLA_BLOCK_OP)
+        )
 
     def _lm_head(self, b: int) -> float:
         ops = self.handle.decode_step_per_op(max(int(b), 1), 0, 0)
@@ -284,6 +308,51 @@ def _mxfp4_experts(aic_model: str) -> bool:
     return isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() == "mxfp4"
 
 
+def mla_donor(aic_model, system, engine, version, weight_dtype, checkpoint_dtype, kv_dtype, layout):
+    """`MLA_BLOCK_FROM`'s compiled engine of the model on the same GPU and layout, where
+    `engine` is vLLM with MLA tables from before the collector fix; None otherwise (another
+    engine, re-collected tables, a model without an MLA block, or no donor tables). The
+    block does not depend on the MoE, so the donor may price its experts at bf16."""
+    if MLA_BLOCK_FROM is None or engine != "vllm":
+        return None
+    if not _stale_vllm_mla(system, _literal_version(system, engine, version)):
+        return None
+    gemm, moe, _ = quant_attempts(
+        aic_model, system, MLA_BLOCK_FROM, weight_dtype, checkpoint_dtype
+    )[0]
+    for experts in (moe, "bfloat16"):
+        try:
+            handle = compile_engine(
+                aic_model,
+                system,
+                MLA_BLOCK_FROM,
+                "",
+                weight_dtype,
+                checkpoint_dtype,
+                kv_dtype,
+                layout,
+                (gemm, experts),
+            )
+            ops = handle.decode_step_per_op(1, 1, 0)
+        except Exception:  # NoSurface, or a table the donor lacks for these experts
+            continue
+        return handle if any(x[0] == MLA_BLOCK_OP for x in ops) else None
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _stale_vllm_mla(system: str, version: str) -> bool:
+    """Whether vLLM's MLA module tables on `system` at `version` are the rows from before
+    aiconfigurator#1423 (their collection_meta.yaml records no `norm_dispatch`)."""
+    path = tables.data_root() / system / "mla" / "vllm" / version / "collection_meta.yaml"
+    try:
+        meta = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        entry = (meta.get("tables") or {}).get("mla_generation_module_perf") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return False
+    return isinstance(entry, dict) and bool(entry) and "norm_dispatch" not in entry
+
+
 def _blackwell(system: str) -> bool:
     from aiconfigurator_core.sdk.perf_database import is_blackwell_system
 
@@ -325,8 +394,13 @@ def build_composite(
                 priced,
                 (gemm, moe),
             )
-            sampled = _sample(_Engine(handle, layout.attention_dp_size), float(num_layers))
-            note = "; ".join(n for n in (quant_note, moe_note) if n)
+            donor = mla_donor(
+                aic_model, system, engine, version, weight_dtype, checkpoint_dtype, kv_dtype, priced
+            )
+            eng = _Engine(handle, layout.attention_dp_size, donor)
+            sampled = _sample(eng, float(num_layers))
+            mla_note = f"MLA block from {MLA_BLOCK_FROM}" if donor is not None else ""
+            note = "; ".join(n for n in (quant_note, moe_note, mla_note) if n)
             break
         except NoSurface as exc:
             first = first or exc

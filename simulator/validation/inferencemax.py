@@ -22,6 +22,7 @@ simulator.validation.inferencemax CLONE > data/validation/inferencemax_runs.csv`
 from __future__ import annotations
 
 import fnmatch
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -81,7 +82,9 @@ def _stamps(raw: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 def spec_decoding(raw: pd.DataFrame, target: pd.Series, table=None) -> pd.DataFrame:
     """Per silicon_sample row: `spec_decoding` ("mtp", "none", "both" where one sweep ran
     the same model, GPU, precision and engine with and without it, "" where no InferenceX
-    sweep matches) and `inferencemax_run` (the keys and the sweep's merge time)."""
+    sweep matches), `inferencemax_run` (the keys and the sweep's merge time) and
+    `kv_cache_dtype` (the matched keys' scripts' KV dtype, "fp8" or "auto"; "" where they
+    disagree, none says, or nothing matches)."""
     table = load_table() if table is None else table
     when, timed = _stamps(raw)
     key = pd.DataFrame(
@@ -95,16 +98,18 @@ def spec_decoding(raw: pd.DataFrame, target: pd.Series, table=None) -> pd.DataFr
         },
         index=raw.index,
     )
-    spec = pd.Series("", index=raw.index)
-    run = pd.Series("", index=raw.index)
+    out = pd.DataFrame(
+        "", index=raw.index, columns=["spec_decoding", "inferencemax_run", "kv_cache_dtype"]
+    )
     fields = ["prefix", "precision", "gpu", "framework", "when", "timed"]
     for group, rows in key.dropna(subset=["prefix", "framework", "when"]).groupby(fields):
-        spec[rows.index], run[rows.index] = _match(table, *group)
-    return pd.DataFrame({"spec_decoding": spec, "inferencemax_run": run})
+        out.loc[rows.index, :] = _match(table, *group)
+    return out
 
 
-def _match(table, prefix, precision, gpu, framework, when, timed) -> tuple[str, str]:
-    """The spec decoding of the sweep(s) a stamp points at, for one model/GPU/engine."""
+def _match(table, prefix, precision, gpu, framework, when, timed) -> tuple[str, str, str]:
+    """The spec decoding, keys and KV dtype of the sweep(s) a stamp points at, for one
+    model/GPU/engine."""
     same = table[
         (table["model_prefix"] == prefix)
         & (table["precision"].replace(PRECISION) == precision)
@@ -118,10 +123,11 @@ def _match(table, prefix, precision, gpu, framework, when, timed) -> tuple[str, 
         same = same[same["run_utc"].dt.normalize() == when.normalize()]
     kinds = set(same["spec_decoding"]) - {""}
     if not kinds:
-        return "", ""
+        return "", "", ""
     label = "both" if len(kinds) > 1 or "mixed" in kinds else kinds.pop()
     runs = sorted({f"{r.config_key} {r.run_utc:%Y-%m-%dT%H:%M:%SZ}" for r in same.itertuples()})
-    return label, "; ".join(runs)
+    kv = set(same.get("kv_cache_dtype", pd.Series([""])))
+    return label, "; ".join(runs), kv.pop() if len(kv) == 1 else ""
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -156,6 +162,57 @@ def _spec_of(config: dict) -> str:
     if not kinds:
         return ""
     return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+_KV_FLAG = re.compile(r"""(?:--)?kv[-_]cache[-_]dtype[= :]+["']?([^\s"'\\]+)""")
+_KV_BLOCK = re.compile(r"kv_cache_config:[ \t]*\n(?:[ \t]+.*\n){0,6}?[ \t]+dtype:[ \t]*(\S+)")
+
+
+def _kv_of(repo: Path, commit: str, config: dict) -> str:
+    """The KV cache dtype a key's benchmark script serves with at `commit`: "fp8", "auto"
+    (the engine's default, the model's activation dtype: the script says auto or names no
+    KV dtype), or "" (no script found, the scripts disagree, or one reads the dtype from a
+    variable).
+
+    The script is the one InferenceX's runners launch (runners/launch_*.sh):
+    {model-prefix}_{precision}_{gpu}{_trt}{_mtp}.sh under benchmarks/single_node/ (and its
+    fixed_seq_len/ folder from spring 2026), or under benchmarks/ with a _docker or _slurm
+    suffix for the runner kind before 2026-02."""
+    stem = "_".join(
+        [
+            str(config.get("model-prefix", "")),
+            str(config.get("precision", "")),
+            str(config.get("runner", "")).split("-")[0],
+        ]
+    )
+    stem += "_trt" if config.get("framework") == "trt" else ""
+    stem += "_mtp" if _spec_of(config) == "mtp" else ""
+    found = set()
+    for name in SCRIPT_PATHS:
+        text = _git(repo, "show", f"{commit}:{name.format(stem=stem)}")
+        if text:
+            found.add(_kv_in(text))
+    return found.pop() if len(found) == 1 else ""
+
+
+SCRIPT_PATHS = (
+    "benchmarks/single_node/{stem}.sh",
+    "benchmarks/single_node/fixed_seq_len/{stem}.sh",
+    "benchmarks/{stem}.sh",
+    "benchmarks/{stem}_docker.sh",
+    "benchmarks/{stem}_slurm.sh",
+)
+
+
+def _kv_in(script: str) -> str:
+    """fp8 / auto / "" as one benchmark script sets its server's KV cache dtype."""
+    found = _KV_FLAG.search(script) or _KV_BLOCK.search(script)
+    if found is None:
+        return "auto"
+    value = found.group(1).lower()
+    if value.startswith("fp8"):
+        return "fp8"
+    return "auto" if value in ("auto", "bfloat16", "bf16") else ""
 
 
 def _added(repo: Path, commit: str) -> list:
@@ -208,6 +265,7 @@ def build(repo: Path) -> pd.DataFrame:
                     "framework": config.get("framework", ""),
                     "image": config.get("image", ""),
                     "spec_decoding": _spec_of(config),
+                    "kv_cache_dtype": _kv_of(repo, commit, config),
                     "source": f"SemiAnalysisAI/InferenceX@{commit[:9]} perf-changelog.yaml, "
                     "nvidia-master.yaml",
                 }

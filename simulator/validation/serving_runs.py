@@ -89,7 +89,10 @@ PRECISIONS = {
     "bf16": ("bf16", "bf16"),
 }
 """A run's `precision` -> (weight dtype, KV dtype) of its scenario (the engines' quantised
-recipes keep an fp8 KV cache). Dense runs are kept at fp8 only, as before the MoE runs."""
+recipes keep an fp8 KV cache). Dense runs are kept at fp8 only, as before the MoE runs.
+Where the InferenceMAX sweep that ran it is known and its benchmark script serves the
+engine's default KV dtype (`kv_cache_dtype_run` "auto": no `--kv-cache-dtype`, or auto),
+the KV cache is bf16, the models' activation dtype (`inferencemax.spec_decoding`)."""
 
 LAYOUT_COLUMNS = ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
 
@@ -179,7 +182,9 @@ def load_runs(path, models) -> pd.DataFrame:
             "moe_ep_size": np.where(dense_row, 1, ep),
             "engine": runs["backend"].to_numpy(),
             "weight_dtype": [d[0] for d in dtypes],
-            "kv_dtype": [d[1] for d in dtypes],
+            "kv_dtype": np.where(
+                spec["kv_cache_dtype"].to_numpy() == "auto", "bf16", [d[1] for d in dtypes]
+            ),
             "method": "none",
             "serving": "steady",
             "batch_size": (runs["batch_size"] * dp[keep]).astype(int).to_numpy(),
@@ -196,6 +201,7 @@ def load_runs(path, models) -> pd.DataFrame:
             "layout_contradiction": contradiction.to_numpy(),
             "spec_decoding": spec["spec_decoding"].to_numpy(),
             "inferencemax_run": spec["inferencemax_run"].to_numpy(),
+            "kv_cache_dtype_run": spec["kv_cache_dtype"].to_numpy(),
         }
     )
 

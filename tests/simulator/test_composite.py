@@ -305,3 +305,39 @@ def test_a_moe_split_without_tables_is_priced_at_the_other_split(monkeypatch):
     assert float(s.forward_ms(8, 1, 1024)) == pytest.approx(
         ep2.decode_step_latency(8, 1023, 0), rel=1e-2
     )
+
+
+def test_vllm_mla_tables_from_before_the_collector_fix_take_trtllms_block(monkeypatch):
+    """vLLM's H200 MLA module tables predate aiconfigurator#1423 (B200's were re-collected
+    with it; their own note: the earlier rows ran a never-in-serving chain, +34%): a
+    Kimi-K2.5 MLA block at TP8, batch 4 costs 2.3x TensorRT-LLM's on the same GPU. The
+    surface takes TensorRT-LLM's block and keeps vLLM's MoE, norms and LM head; B200's
+    re-collected tables are kept."""
+    from simulator.kernels import composite
+
+    spec = default_models()["kimi-k2.5"]
+    lay = Layout(8, 1, 8, 1)
+    args = (spec.aic_model, spec.num_layers, spec.hidden_size)
+    rest = ("vllm", "", "int4", spec.checkpoint_dtype, "bf16", lay)
+    monkeypatch.setenv("SPECPLAN_SURFACE_CACHE", "off")
+    monkeypatch.setattr(composite, "MLA_BLOCK_FROM", None)
+    get_composite.cache_clear()
+    stale = get_composite(*args, "h200", *rest)
+    monkeypatch.setattr(composite, "MLA_BLOCK_FROM", "trtllm")
+    get_composite.cache_clear()
+    fixed = get_composite(*args, "h200", *rest)
+    b200 = get_composite(*args, "b200", *rest)
+    get_composite.cache_clear()
+    assert fixed.label.endswith("(MLA block from trtllm)") and "MLA" not in b200.label
+    vllm = compile_engine(
+        spec.aic_model, "h200_sxm", "vllm", "", "int4", spec.checkpoint_dtype, "bf16", lay
+    )
+    ops = dict((o[0], o[1]) for o in vllm.decode_step_per_op(4, 1023, 0))
+    trt = composite.mla_donor(
+        spec.aic_model, "h200_sxm", "vllm", "", "int4", spec.checkpoint_dtype, "bf16", lay
+    )
+    block = dict((o[0], o[1]) for o in trt.decode_step_per_op(4, 1023, 0))["generation_mla_block"]
+    assert ops["generation_mla_block"] > 1.5 * block
+    want = sum(ops.values()) - ops["generation_mla_block"] + block
+    assert float(fixed.forward_ms(4, 1, 1024)) == pytest.approx(want, rel=1e-2)
+    assert float(stale.forward_ms(4, 1, 1024)) == pytest.approx(sum(ops.values()), rel=1e-2)

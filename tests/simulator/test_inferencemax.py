@@ -163,3 +163,82 @@ def test_a_key_of_unknown_search_space_does_not_make_a_sweep_both():
     raw = _raw("2026-01-29T15:27:29Z")
     out = inferencemax.spec_decoding(raw, pd.Series("deepseek-r1", index=raw.index), table)
     assert list(out["spec_decoding"]) == ["none"]
+
+
+SGLANG_H200 = """python3 -m sglang.launch_server --model-path $MODEL \\
+    --tensor-parallel-size=$TP --attention-backend flashinfer --stream-interval 10 \\
+    > $SERVER_LOG 2>&1 &
+"""
+SGLANG_B200 = "python3 -m sglang.launch_server --model-path $MODEL --kv-cache-dtype fp8_e4m3 \\\n"
+VLLM_YAML = "cat > config.yaml << EOF\nasync-scheduling: true\nkv-cache-dtype: fp8\nEOF\n"
+TRT_AUTO = "cat > $F << EOF\nprint_iter_log: true\nkv_cache_config:\n  enable_block_reuse: false\n  dtype: auto\nEOF\n"
+TRT_FP8 = "kv_cache_config:\n    dtype: fp8\n    free_gpu_memory_fraction: 0.85\n"
+VARIABLE = 'vllm serve $MODEL --kv-cache-dtype "$KV_DTYPE" \\\n'
+
+
+def test_the_kv_dtype_a_benchmark_script_serves_with(monkeypatch):
+    """InferenceX's scripts: SGLang's DeepSeek-R1 fp8 on H200 names no KV dtype (the
+    engine's default, bf16); B200's names fp8_e4m3; vLLM takes it from a YAML config;
+    TensorRT-LLM from kv_cache_config."""
+    config = {"model-prefix": "dsr1", "precision": "fp8", "runner": "h200-cw"}
+    for text, want in (
+        (SGLANG_H200, "auto"),
+        (SGLANG_B200, "fp8"),
+        (VLLM_YAML, "fp8"),
+        (TRT_AUTO, "auto"),
+        (TRT_FP8, "fp8"),
+        (VARIABLE, ""),
+    ):
+        monkeypatch.setattr(inferencemax, "_git", lambda repo, *a, t=text: t)
+        assert inferencemax._kv_of(None, "c0ffee", config) == want, text
+    monkeypatch.setattr(inferencemax, "_git", lambda repo, *a: "")
+    assert inferencemax._kv_of(None, "c0ffee", config) == ""
+
+
+def test_the_script_is_the_one_the_runners_launch(monkeypatch):
+    asked = []
+    monkeypatch.setattr(inferencemax, "_git", lambda repo, *a: asked.append(a[-1]) or "")
+    config = {
+        "model-prefix": "dsr1",
+        "precision": "fp8",
+        "runner": "h200-dgxc-slurm",
+        "framework": "trt",
+        "seq-len-configs": [{"search-space": [{"tp": 8, "spec-decoding": "mtp"}]}],
+    }
+    inferencemax._kv_of(None, "c0ffee", config)
+    assert asked == [
+        "c0ffee:benchmarks/single_node/dsr1_fp8_h200_trt_mtp.sh",
+        "c0ffee:benchmarks/single_node/fixed_seq_len/dsr1_fp8_h200_trt_mtp.sh",
+        "c0ffee:benchmarks/dsr1_fp8_h200_trt_mtp.sh",
+        "c0ffee:benchmarks/dsr1_fp8_h200_trt_mtp_docker.sh",
+        "c0ffee:benchmarks/dsr1_fp8_h200_trt_mtp_slurm.sh",
+    ]
+
+
+def test_scripts_that_disagree_leave_the_kv_dtype_unknown(monkeypatch):
+    """Before 2026-02 a key had a _docker and a _slurm script, one per runner kind."""
+    texts = {"docker": SGLANG_H200, "slurm": SGLANG_B200}
+    monkeypatch.setattr(
+        inferencemax,
+        "_git",
+        lambda repo, *a: next((t for k, t in texts.items() if a[-1].endswith(f"_{k}.sh")), ""),
+    )
+    assert inferencemax._kv_of(None, "c0ffee", {"model-prefix": "dsr1"}) == ""
+    texts["slurm"] = SGLANG_H200
+    assert inferencemax._kv_of(None, "c0ffee", {"model-prefix": "dsr1"}) == "auto"
+
+
+def test_a_run_whose_script_serves_the_default_kv_is_scored_at_bf16():
+    """DeepSeek-R1 fp8 on H200 with SGLang (InferenceMAX, 2026-03-25) names no KV dtype:
+    its 15 runs are priced with a bf16 KV cache, not the fp8 the precision suggests."""
+    from simulator.inputs.catalog import default_models
+    from simulator.validation.serving_runs import load_runs
+
+    runs = load_runs(bundled_runs_path(), default_models())
+    h200 = runs[
+        (runs["target"] == "deepseek-r1") & (runs["gpu"] == "h200") & (runs["engine"] == "sglang")
+    ]
+    assert len(h200) >= 15 and set(h200["kv_cache_dtype_run"]) == {"auto"}
+    assert set(h200["kv_dtype"]) == {"bf16"}
+    b200 = runs[(runs["target"] == "deepseek-r1") & (runs["gpu"] == "b200")]
+    assert (b200["kv_dtype"] == "fp8").all()

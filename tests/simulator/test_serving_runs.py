@@ -39,7 +39,7 @@ def test_only_runs_the_model_can_price_as_they_were_run_are_kept(tmp_path):
         RUN,
         {**RUN, "mode": "disagg"},
         {**RUN, "precision": "fp4"},
-        {**RUN, "model_path": "deepseek-ai/DeepSeek-V3"},  # MoE
+        {**RUN, "model_path": "deepseek-ai/DeepSeek-V3", "silicon_tpot_ms": 30.0},  # MoE
         {**RUN, "pp_size": 2},
         {**RUN, "attention_dp_size": 4},
         {**RUN, "system": "gb300"},  # not in the catalog
@@ -81,7 +81,9 @@ def test_the_bundled_runs_are_read_from_the_installed_package():
     runs = serving_runs.load_runs(serving_runs.bundled_runs_path(), default_models())
     assert (runs["family"] == "dense").sum() == 559
     moe = runs[runs["family"] != "dense"]
-    assert len(moe) > 1600  # the aggregated MoE runs at every layout, each measurement once
+    # the aggregated MoE runs at every layout, each measurement once (db-dump writes 391
+    # DeepSeek-R1 measurements a second time as DeepSeek-V3: kept once)
+    assert 1450 < len(moe) < 1600
     assert {"deepseek-r1", "kimi-k2.5", "glm-5", "gpt-oss-120b", "qwen3-235b-a22b-fp8"} <= set(
         moe["target"]
     )
