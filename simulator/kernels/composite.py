@@ -121,6 +121,14 @@ heads, layout and dtypes; the label says so ("MLA block from trtllm")."""
 
 MLA_BLOCK_OP = "generation_mla_block"
 
+PREFILL_KV_AS = "bf16"
+"""The KV dtype prefill is priced at where the package's context-attention tables lack
+the scenario's (SGLang 0.5.14 on H200 has no fp8-KV context attention for Qwen3's 2 KV
+heads a rank at TP2, nor Qwen3.5's head size 256: 40 silicon runs were on the roofline
+for want of prefill alone). Context attention computes in bf16 (`fmha_quant_mode`
+bfloat16) over the chunk's own keys either way; an fp8 cache changes what it writes. The
+decode terms keep the scenario's KV dtype; the label says so ("prefill at bf16 KV")."""
+
 LM_HEAD_OP = "generation_logits_gemm"
 
 CACHE_FORMAT = 4
@@ -380,27 +388,26 @@ def build_composite(
     if not FP8_BLOCK_RETRY:
         quants = quants[:1]
     layouts = moe_layout_attempts(layout) if MOE_SHARE_SWAP else [(layout, "")]
+    compile_at = functools.partial(
+        compile_engine, aic_model, system, engine, version, weight_dtype, checkpoint_dtype
+    )
     first = None
     for (priced, moe_note), (gemm, moe, quant_note) in itertools.product(layouts, quants):
         try:
-            handle = compile_engine(
-                aic_model,
-                system,
-                engine,
-                version,
-                weight_dtype,
-                checkpoint_dtype,
-                kv_dtype,
-                priced,
-                (gemm, moe),
-            )
             donor = mla_donor(
                 aic_model, system, engine, version, weight_dtype, checkpoint_dtype, kv_dtype, priced
             )
-            eng = _Engine(handle, layout.attention_dp_size, donor)
-            sampled = _sample(eng, float(num_layers))
+            dp = layout.attention_dp_size
+            eng = _Engine(compile_at(kv_dtype, priced, (gemm, moe)), dp, donor)
+            fallback = None
+            if PREFILL_KV_AS and kv_dtype != PREFILL_KV_AS:
+                fallback = functools.partial(
+                    _engine_at, compile_at, PREFILL_KV_AS, priced, (gemm, moe), dp
+                )
+            *sampled, prefill_note = _sample(eng, float(num_layers), fallback)
             mla_note = f"MLA block from {MLA_BLOCK_FROM}" if donor is not None else ""
-            note = "; ".join(n for n in (quant_note, moe_note, mla_note) if n)
+            notes = (quant_note, moe_note, mla_note, prefill_note)
+            note = "; ".join(n for n in notes if n)
             break
         except NoSurface as exc:
             first = first or exc
@@ -426,9 +433,16 @@ def build_composite(
     )
 
 
-def _sample(eng: _Engine, layers: float) -> tuple:
-    """(lm_head, token-bound, attention / layers, chunk ms per token, prefill per token) on
-    the surface's grids, or raises `NoSurface` where a table the layout needs is missing."""
+def _engine_at(compile_at, kv_dtype, layout, modes, dp) -> _Engine:
+    return _Engine(compile_at(kv_dtype, layout, modes), dp)
+
+
+def _sample(eng: _Engine, layers: float, prefill_fallback=None) -> tuple:
+    """(lm_head, token-bound, attention / layers, chunk ms per token, prefill per token,
+    note) on the surface's grids, or raises `NoSurface` where a table the layout needs is
+    missing. Where only the context phase's tables lack the KV dtype, `prefill_fallback`
+    (a callable returning an engine at `PREFILL_KV_AS`) prices prefill, and the note says
+    so."""
     try:
         lm_head = np.array([eng.lm_head(m) for m in M_GRID])
         token_bound = np.array([eng.decode(m, 1.0) for m in M_GRID]) - lm_head
@@ -437,9 +451,18 @@ def _sample(eng: _Engine, layers: float) -> tuple:
             PREFILL_CHUNK * eng.dp
         )
         prefill = np.array([_prefill_per_token(eng, p) for p in P_GRID])
+        note = ""
     except Exception as exc:  # PerfDataNotAvailableError and kin: a table the layout lacks
-        raise NoSurface(f"aiconfigurator-core has no tables for this point: {exc}") from None
-    return lm_head, token_bound, attn, chunk, prefill
+        missing = NoSurface(f"aiconfigurator-core has no tables for this point: {exc}")
+        if prefill_fallback is None or "context attention" not in str(exc):
+            raise missing from None
+        try:
+            other = prefill_fallback()
+            prefill = np.array([_prefill_per_token(other, p) for p in P_GRID])
+        except Exception:
+            raise missing from None
+        note = f"prefill at {PREFILL_KV_AS} KV"
+    return lm_head, token_bound, attn, chunk, prefill, note
 
 
 def _attention(eng: _Engine) -> np.ndarray:

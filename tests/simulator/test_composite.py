@@ -341,3 +341,39 @@ def test_vllm_mla_tables_from_before_the_collector_fix_take_trtllms_block(monkey
     want = sum(ops.values()) - ops["generation_mla_block"] + block
     assert float(fixed.forward_ms(4, 1, 1024)) == pytest.approx(want, rel=1e-2)
     assert float(stale.forward_ms(4, 1, 1024)) == pytest.approx(sum(ops.values()), rel=1e-2)
+
+
+def test_prefill_missing_the_kv_dtype_is_priced_at_bf16_kv_and_decode_keeps_it(monkeypatch):
+    """SGLang 0.5.14 on H200 has no fp8-KV context attention at Qwen3.5's head size 256:
+    the 16 silicon runs of Qwen3.5-397B at TP8 EP8 were on the roofline for want of prefill
+    alone. Prefill is priced at bf16 KV; decode keeps the fp8 cache's tables."""
+    from simulator.kernels import composite
+
+    spec = default_models()["qwen3.5-397b-a17b"]
+    lay = Layout(8, 1, 1, 8)
+    args = (spec.aic_model, spec.num_layers, spec.hidden_size, "h200", "sglang", "", "fp8")
+    monkeypatch.setenv("SPECPLAN_SURFACE_CACHE", "off")
+    monkeypatch.setattr(composite, "PREFILL_KV_AS", None)
+    get_composite.cache_clear()
+    assert get_composite(*args, spec.checkpoint_dtype, "fp8", lay) is None
+    monkeypatch.setattr(composite, "PREFILL_KV_AS", "bf16")
+    get_composite.cache_clear()
+    s = get_composite(*args, spec.checkpoint_dtype, "fp8", lay)
+    bf16 = get_composite(*args, spec.checkpoint_dtype, "bf16", lay)
+    get_composite.cache_clear()
+    assert s is not None and s.label.endswith("prefill at bf16 KV)")
+    assert np.allclose(s.prefill_attn_per_token_ms, bf16.prefill_attn_per_token_ms, rtol=0.05)
+    engine = compile_engine(
+        spec.aic_model,
+        "h200_sxm",
+        "sglang",
+        "",
+        "fp8",
+        spec.checkpoint_dtype,
+        "fp8",
+        lay,
+        ("fp8_block", "fp8_block"),
+    )
+    assert float(s.forward_ms(16, 1, 4096)) == pytest.approx(
+        engine.decode_step_latency(16, 4095, 0), rel=1e-2
+    )
