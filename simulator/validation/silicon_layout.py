@@ -61,15 +61,23 @@ def squared(raw: pd.DataFrame, gpus_per_node: pd.Series) -> tuple[pd.Series, pd.
     """Which rows are written squared, and the GPUs each ran on (NaN elsewhere).
 
     By id: the columns give gpus x ep GPUs where the id records `..._tp{gpus}_ep{ep}`
-    (ep > 1). Without such an id: moe_tp = moe_ep = n > 1 and tp x dp = n^2 over more
-    GPUs than one host holds (the GPUs then n)."""
+    (ep > 1). Without such an id: tp x dp = moe_tp x moe_ep = n^2 over more GPUs than one
+    host holds, with moe_tp = moe_ep = n (SGLang's and TensorRT-LLM's TP8 EP8 as TP64,
+    MoE TP8 x EP8) or moe_tp = 1 (vLLM's TP4 EP4 as TP4 x DP4 with EP16, the very columns
+    of the id'ed rows `..._tp4_ep4_...`); the GPUs then n."""
     w = _written(raw)
     gpus = w["tp"] * w["dp"]
     named = id_layout(raw)
     by_id = (named["ep"] > 1) & (named["gpus"] != gpus) & (gpus == named["gpus"] * named["ep"])
-    shape = (w["moe_tp"] > 1) & (w["moe_tp"] == w["moe_ep"]) & (gpus == w["moe_tp"] ** 2)
+    n = np.sqrt(gpus).round()
+    shape = (
+        (n > 1)
+        & (n * n == gpus)
+        & (w["moe_tp"] * w["moe_ep"] == gpus)
+        & ((w["moe_tp"] == w["moe_ep"]) | (w["moe_tp"] == 1.0))
+    )
     by_shape = named["gpus"].isna() & shape & (gpus > gpus_per_node)
-    ran_on = named["gpus"].where(by_id, w["moe_tp"].where(by_shape))
+    ran_on = named["gpus"].where(by_id, n.where(by_shape))
     return by_id | by_shape, ran_on
 
 

@@ -78,6 +78,15 @@ def test_a_row_without_an_id_is_decoded_only_when_its_square_spans_hosts():
     assert not bool(fixed.iloc[0]) and _layout(out) == (4, 1, 2, 2, 8)
 
 
+def test_vllms_squared_tp_ep_without_an_id_is_decoded_like_its_named_twin():
+    """db-dump/2026-04-27's MiniMax-M2.5 config 691 writes vLLM's TP4 EP4 on 4 B200s as
+    TP4 x DP4 with EP16, the columns of its `..._tp4_ep4_...` twins in 2026-04-06.csv;
+    its concurrency 256 and 512 rows have no twin and were scored as 16-GPU replicas."""
+    raw = _one(tp_size=4, attention_dp_size=4, moe_tp_size=1, moe_ep_size=16, batch_size=64)
+    out, fixed = silicon_layout.decode(raw, EIGHT)
+    assert bool(fixed.iloc[0]) and _layout(out) == (4, 1, 1, 4, 256)
+
+
 def test_an_agreeing_row_is_left_as_written():
     raw = _one(id="2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c8_tp8_0_ep8_0_976")
     out, fixed = silicon_layout.decode(raw, EIGHT)
