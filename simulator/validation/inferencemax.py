@@ -83,8 +83,8 @@ def spec_decoding(raw: pd.DataFrame, target: pd.Series, table=None) -> pd.DataFr
     """Per silicon_sample row: `spec_decoding` ("mtp", "none", "both" where one sweep ran
     the same model, GPU, precision and engine with and without it, "" where no InferenceX
     sweep matches), `inferencemax_run` (the keys and the sweep's merge time) and
-    `kv_cache_dtype` (the matched keys' scripts' KV dtype, "fp8" or "auto"; "" where they
-    disagree, none says, or nothing matches)."""
+    `kv_cache_dtype` (the KV dtype the matched keys served, `served_kv`: "fp8" or "bf16";
+    "" where they disagree, none says, or nothing matches)."""
     table = load_table() if table is None else table
     when, timed = _stamps(raw)
     key = pd.DataFrame(
@@ -126,8 +126,23 @@ def _match(table, prefix, precision, gpu, framework, when, timed) -> tuple[str, 
         return "", "", ""
     label = "both" if len(kinds) > 1 or "mixed" in kinds else kinds.pop()
     runs = sorted({f"{r.config_key} {r.run_utc:%Y-%m-%dT%H:%M:%SZ}" for r in same.itertuples()})
-    kv = set(same.get("kv_cache_dtype", pd.Series([""])))
+    kv = {served_kv(r.get("kv_cache_dtype", ""), r.get("model", "")) for _, r in same.iterrows()}
     return label, "; ".join(runs), kv.pop() if len(kv) == 1 else ""
+
+
+def served_kv(flag: str, model: str) -> str:
+    """The KV cache dtype a server ran with: its script's `flag` ("fp8", "auto", ""), and
+    for "auto" the checkpoint it served. An engine's auto KV dtype is the checkpoint's own
+    KV quantisation where it names one, else the model's activation dtype (vLLM's
+    `resolve_kv_cache_dtype_string`; TensorRT-LLM's and SGLang's ModelOpt readers alike):
+    NVIDIA's ModelOpt exports (`nvidia/...`) write `"kv_cache_quant_algo": "FP8"` into
+    their hf_quant_config.json, the vendors' releases (deepseek-ai, moonshotai,
+    MiniMaxAI, openai, zai-org, Qwen) name none. "" where the flag is unknown."""
+    if flag == "fp8":
+        return "fp8"
+    if flag == "auto":
+        return "fp8" if str(model).lower().startswith("nvidia/") else "bf16"
+    return ""
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -264,6 +279,7 @@ def build(repo: Path) -> pd.DataFrame:
                     "gpu": str(config.get("runner", "")).split("-")[0],
                     "framework": config.get("framework", ""),
                     "image": config.get("image", ""),
+                    "model": config.get("model", ""),
                     "spec_decoding": _spec_of(config),
                     "kv_cache_dtype": _kv_of(repo, commit, config),
                     "source": f"SemiAnalysisAI/InferenceX@{commit[:9]} perf-changelog.yaml, "

@@ -90,9 +90,9 @@ PRECISIONS = {
 }
 """A run's `precision` -> (weight dtype, KV dtype) of its scenario (the engines' quantised
 recipes keep an fp8 KV cache). Dense runs are kept at fp8 only, as before the MoE runs.
-Where the InferenceMAX sweep that ran it is known and its benchmark script serves the
-engine's default KV dtype (`kv_cache_dtype_run` "auto": no `--kv-cache-dtype`, or auto),
-the KV cache is bf16, the models' activation dtype (`inferencemax.spec_decoding`)."""
+Where the InferenceMAX sweep that ran it is known, the KV dtype is the one its benchmark
+script served (`kv_cache_dtype_run`, `inferencemax.served_kv`: a script without
+`--kv-cache-dtype` serves the engine's auto, bf16 on the vendors' checkpoints)."""
 
 LAYOUT_COLUMNS = ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
 
@@ -183,7 +183,9 @@ def load_runs(path, models) -> pd.DataFrame:
             "engine": runs["backend"].to_numpy(),
             "weight_dtype": [d[0] for d in dtypes],
             "kv_dtype": np.where(
-                spec["kv_cache_dtype"].to_numpy() == "auto", "bf16", [d[1] for d in dtypes]
+                spec["kv_cache_dtype"].to_numpy() != "",
+                spec["kv_cache_dtype"].to_numpy(),
+                [d[1] for d in dtypes],
             ),
             "method": "none",
             "serving": "steady",

@@ -238,7 +238,17 @@ def test_a_run_whose_script_serves_the_default_kv_is_scored_at_bf16():
     h200 = runs[
         (runs["target"] == "deepseek-r1") & (runs["gpu"] == "h200") & (runs["engine"] == "sglang")
     ]
-    assert len(h200) >= 15 and set(h200["kv_cache_dtype_run"]) == {"auto"}
+    assert len(h200) >= 15 and set(h200["kv_cache_dtype_run"]) == {"bf16"}
     assert set(h200["kv_dtype"]) == {"bf16"}
     b200 = runs[(runs["target"] == "deepseek-r1") & (runs["gpu"] == "b200")]
     assert (b200["kv_dtype"] == "fp8").all()
+
+
+def test_auto_kv_is_the_checkpoints_own_kv_quantisation():
+    """vLLM resolves `--kv-cache-dtype auto` to fp8 where a ModelOpt checkpoint names
+    kv_cache_quant_algo FP8 (NVIDIA's nvidia/ exports do), else the model's bf16."""
+    assert inferencemax.served_kv("auto", "nvidia/Kimi-K2.5-NVFP4") == "fp8"
+    assert inferencemax.served_kv("auto", "moonshotai/Kimi-K2.5") == "bf16"
+    assert inferencemax.served_kv("auto", "openai/gpt-oss-120b") == "bf16"
+    assert inferencemax.served_kv("fp8", "openai/gpt-oss-120b") == "fp8"
+    assert inferencemax.served_kv("", "nvidia/DeepSeek-R1-0528-FP4-V2") == ""
