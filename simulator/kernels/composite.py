@@ -303,16 +303,7 @@ def _mxfp4_experts(aic_model: str) -> bool:
     (`ModelConfig.get_mxfp4_quant_algo()`: W4A8_MXFP4_MXFP8 for its TRTLLM and CUTLASS MoE
     backends, W4A16_MXFP4 below SM 100 or when OVERRIDE_QUANT_ALGO says so); the package
     prices the checkpoint's label, W4A16, whose B200 table is 3.6x slower at 4 tokens."""
-    import json
-
-    from simulator.inputs.hf_config import bundled_config_path
-
-    path = bundled_config_path(aic_model) or Path(aic_model) / "config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    quant = config.get("quantization_config") if isinstance(config, dict) else None
+    quant = _config_of(aic_model).get("quantization_config")
     return isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() == "mxfp4"
 
 
@@ -359,6 +350,43 @@ def _stale_vllm_mla(system: str, version: str) -> bool:
     except (OSError, yaml.YAMLError, AttributeError):
         return False
     return isinstance(entry, dict) and bool(entry) and "norm_dispatch" not in entry
+
+
+def _qk_norm_allreduce_ms(aic_model, system, engine, version, layout) -> np.ndarray | float:
+    """Per layer at M_GRID tokens: the two all-reduces a "per_layer" QK norm costs under
+    attention TP (0 otherwise). MiniMax-M2's config (`use_qk_norm`, `qk_norm_type`
+    "per_layer") normalises q and k over all heads at once, so with the heads split over
+    TP ranks each layer all-reduces the two variances, an fp32 value per token each (vLLM's
+    and SGLang's `MiniMaxText01RMSNormTP`); the package's engine has no such op. Priced
+    from the engine's custom all-reduce table (`surface._allreduce_ms`)."""
+    if layout.tp_size <= 1 or not _per_layer_qk_norm(aic_model):
+        return 0.0
+    from simulator.kernels.surface import _allreduce_ms
+
+    tokens = np.maximum(M_GRID / layout.attention_dp_size, 1.0)
+    literal = _literal_version(system, engine, version)
+    return 2.0 * _allreduce_ms(system, engine, literal, layout.tp_size, 2.0 * tokens)
+
+
+@functools.lru_cache(maxsize=64)
+def _per_layer_qk_norm(aic_model: str) -> bool:
+    config = _config_of(aic_model)
+    return bool(config.get("use_qk_norm")) and config.get("qk_norm_type") == "per_layer"
+
+
+def _config_of(aic_model: str) -> dict:
+    """The model's config.json (the package's bundled copy, or a local folder's), {} where
+    none can be read."""
+    import json
+
+    from simulator.inputs.hf_config import bundled_config_path
+
+    path = bundled_config_path(aic_model) or Path(aic_model) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
 
 
 def _blackwell(system: str) -> bool:
@@ -416,6 +444,7 @@ def build_composite(
     lm_head, token_bound, attn, chunk, prefill = sampled
     layers = float(num_layers)
     layer = np.maximum.accumulate(np.maximum(token_bound, 0.0)) / layers
+    layer = layer + _qk_norm_allreduce_ms(aic_model, system, engine, version, layout)
     dense = _dense_gemms(system, engine, version, weight_dtype, hidden, layout.tp_size)
     return KernelSurface(
         label=f"kernels:{engine}-{_literal_version(system, engine, version)}/"
