@@ -108,6 +108,14 @@ MoE TP 1 (EP 1-128), so every gpt-oss run at `--tp_size 2..8` without `--ep_size
 silicon runs on B200 and H200) was on the roofline; SGLang 0.5.14 collects Qwen3.5's
 512-expert MoE on H200 at TP, not EP 8. The label says so ("MoE TP2 as EP2")."""
 
+FP4_ATTENTION_AS = "bfloat16"
+"""The GEMM quant mode of fp4 weights where the package has no NVFP4 table for the
+attention (tried after NVFP4 throughout). NVIDIA's NVFP4 exports quantise the experts and
+keep attention at the checkpoint's dtype: nvidia/GLM-5-NVFP4's hf_quant_config.json (the
+package bundles it) excludes every layer's q_a/q_b/kv_a/kv_b/o projections and DSA indexer
+from NVFP4. SGLang 0.5.14 has no DSA module table at NVFP4 GEMMs, so GLM-5's fp4 runs were
+on the roofline; the label says so ("fp4 experts, bf16 attention")."""
+
 MLA_BLOCK_FROM = "trtllm"
 """The engine whose MLA block prices vLLM's on a GPU where vLLM's MLA module tables predate
 aiconfigurator's fused-op collector fix (ai-dynamo/aiconfigurator#1423). The package's
@@ -231,6 +239,8 @@ def quant_attempts(
     if weight_dtype == "fp8" and checkpoint_dtype != "fp8":
         block = FP8_GEMM_AS.get(engine, "fp8_block")
         out.append((block, "fp8_block", "fp8 as block-scaled fp8"))
+    if weight_dtype == "fp4" and checkpoint_dtype != "fp4" and FP4_ATTENTION_AS:
+        out.append((FP4_ATTENTION_AS, "nvfp4", "fp4 experts, bf16 attention"))
     return out
 
 

@@ -406,3 +406,46 @@ def test_a_per_layer_qk_norm_pays_its_all_reduces_under_tp(monkeypatch):
     get_composite.cache_clear()
     assert composite._per_layer_qk_norm(spec.aic_model)
     assert not composite._per_layer_qk_norm("openai/gpt-oss-120b")
+
+
+def test_fp4_without_nvfp4_attention_tables_keeps_attention_at_bf16(monkeypatch):
+    """NVIDIA's GLM-5 NVFP4 export quantises the experts and excludes every attention
+    projection and the DSA indexer (its hf_quant_config.json, bundled by the package);
+    SGLang has no DSA module table at NVFP4 GEMMs, so its 10 fp4 runs sat on the roofline
+    at -48%. Priced as the export is: NVFP4 experts, bf16 attention."""
+    import json
+
+    from simulator.inputs.hf_config import bundled_config_path
+    from simulator.kernels import composite
+
+    quant = bundled_config_path("nvidia/GLM-5-NVFP4").with_name(
+        "nvidia--GLM-5-NVFP4_hf_quant_config.json"
+    )
+    excluded = json.loads(quant.read_text())["quantization"]["exclude_modules"]
+    assert "model.layers.0.self_attn.q_b_proj" in excluded
+    spec = default_models()["glm-5"]
+    args = (spec.aic_model, spec.num_layers, spec.hidden_size, "b200", "sglang", "", "fp4")
+    lay = Layout(8, 1, 8, 1)
+    monkeypatch.setenv("SPECPLAN_SURFACE_CACHE", "off")
+    monkeypatch.setattr(composite, "FP4_ATTENTION_AS", None)
+    get_composite.cache_clear()
+    assert get_composite(*args, spec.checkpoint_dtype, "fp8", lay) is None
+    monkeypatch.setattr(composite, "FP4_ATTENTION_AS", "bfloat16")
+    get_composite.cache_clear()
+    s = get_composite(*args, spec.checkpoint_dtype, "fp8", lay)
+    get_composite.cache_clear()
+    assert s is not None and s.label.endswith("(fp4 experts, bf16 attention)")
+    engine = compile_engine(
+        spec.aic_model,
+        "b200_sxm",
+        "sglang",
+        "",
+        "fp4",
+        spec.checkpoint_dtype,
+        "fp8",
+        lay,
+        ("bfloat16", "nvfp4"),
+    )
+    assert float(s.forward_ms(8, 1, 2048)) == pytest.approx(
+        engine.decode_step_latency(8, 2047, 0), rel=1e-2
+    )
