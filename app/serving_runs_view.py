@@ -96,7 +96,9 @@ def render() -> None:
             "gpt-oss-120b in fp8, fp4 and int4, with tensor, expert and attention-data "
             "parallelism: aiconfigurator-core's engine over its MoE, MLA and comm tables, one "
             "surface per model, GPU, engine and layout (about a second each the first time, "
-            "then kept on disk)."
+            "then kept on disk). InferenceMAX runs are priced at the KV dtype their benchmark "
+            "script served and left out where their sweep ran MTP drafts; docs/model.md "
+            "section 10 names the table rules each row's source shows."
         )
         if st.session_state.get("serving_moe_scored") or st.button(
             "Score the MoE runs", key="serving_moe_button"
