@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import os
+import secrets
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -356,8 +357,9 @@ def atomic_path(out: str) -> Iterator[str]:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        os.close(fd)
+        while tmp is None:  # the name is bound before the file exists (see _claim)
+            tmp = str(target.parent / f".{target.name}.{secrets.token_hex(4)}")
+            tmp = _claim(tmp)
         yield tmp
         os.chmod(tmp, _file_mode())
         os.replace(tmp, target)
@@ -368,6 +370,18 @@ def atomic_path(out: str) -> Iterator[str]:
             with suppress(OSError):
                 folder.rmdir()
         raise
+
+
+def _claim(path: str) -> str | None:
+    """Create `path` empty and exclusively; None if it exists. The caller binds the name
+    first, so a SIGTERM at any instant leaves no file or one its cleanup knows (with
+    mkstemp a signal between its creating the file and returning the name left the file
+    behind: tests/simulator/test_cli.py::test_sigterm_leaves_no_temporary_file)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return None
+    return path
 
 
 def _cheap_to_format(table):

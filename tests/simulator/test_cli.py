@@ -784,3 +784,27 @@ def test_one_empty_column_keeps_its_rows_in_csv(tmp_path):
     assert main(argv) == 0
     table = pd.read_csv(out)
     assert len(table) == 3 and table["draft_context_len"].isna().all()
+
+
+def test_a_signal_the_instant_the_temporary_file_exists_leaves_none(tmp_path, monkeypatch):
+    """SIGTERM between the temporary file's creation and its name reaching the cleanup
+    (inside mkstemp, before) left `.big.csv.xxxx` behind: the test above saw it under load."""
+    import os as real_os
+
+    from simulator.inputs import io
+
+    opened = real_os.open
+
+    def open_then_terminate(path, flags, *args):
+        fd = opened(path, flags, *args)
+        if flags & real_os.O_CREAT:
+            real_os.close(fd)
+            raise SystemExit(143)
+        return fd
+
+    monkeypatch.setattr(real_os, "open", open_then_terminate)
+    with pytest.raises(SystemExit):
+        with io.atomic_path(str(tmp_path / "big.csv")):
+            pass
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
