@@ -803,8 +803,7 @@ def test_a_signal_the_instant_the_temporary_file_exists_leaves_none(tmp_path, mo
         return fd
 
     monkeypatch.setattr(real_os, "open", open_then_terminate)
-    with pytest.raises(SystemExit):
-        with io.atomic_path(str(tmp_path / "big.csv")):
-            pass
+    with pytest.raises(SystemExit), io.atomic_path(str(tmp_path / "big.csv")):
+        pass
     monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []
