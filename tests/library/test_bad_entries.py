@@ -193,12 +193,12 @@ def test_export_writes_its_temporary_file_beside_the_target(cli_db, tmp_path, mo
     cwd.mkdir()
     monkeypatch.chdir(cwd)
     made = []
-    import tempfile
+    from simulator.inputs import io
 
-    real = tempfile.mkstemp
-    monkeypatch.setattr(tempfile, "mkstemp", lambda *a, **k: made.append(k) or real(*a, **k))
+    real = io._claim
+    monkeypatch.setattr(io, "_claim", lambda path: made.append(path) or real(path))
     assert main(["library", "export", "s", "--out", str(target)]) == 0
-    assert Path(made[-1]["dir"]) == target.parent  # the file written; a probe may come first
+    assert Path(made[-1]).parent == target.parent  # the temporary file the export renames
     assert json.loads(target.read_text())["name"] == "s" and list(cwd.iterdir()) == []
 
 
