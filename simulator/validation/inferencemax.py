@@ -183,8 +183,9 @@ _KV_FLAG = re.compile(r"""(?:--)?kv[-_]cache[-_]dtype[= :]+["']?([^\s"'\\]+)""")
 _KV_BLOCK = re.compile(r"kv_cache_config:[ \t]*\n(?:[ \t]+.*\n){0,6}?[ \t]+dtype:[ \t]*(\S+)")
 
 
-def _kv_of(repo: Path, commit: str, config: dict) -> str:
-    """The KV cache dtype a key's benchmark script serves with at `commit`: "fp8", "auto"
+def _kv_of(repo: Path, commit: str, config: dict, spec: str) -> str:
+    """The KV cache dtype a key's benchmark script serves with at `commit` (`spec` its
+    `_spec_of`, which names the script): "fp8", "auto"
     (the engine's default, the model's activation dtype: the script says auto or names no
     KV dtype), or "" (no script found, the scripts disagree, or one reads the dtype from a
     variable).
@@ -201,7 +202,7 @@ def _kv_of(repo: Path, commit: str, config: dict) -> str:
         ]
     )
     stem += "_trt" if config.get("framework") == "trt" else ""
-    stem += "_mtp" if _spec_of(config) == "mtp" else ""
+    stem += "_mtp" if spec == "mtp" else ""
     found = set()
     for name in SCRIPT_PATHS:
         text = _git(repo, "show", f"{commit}:{name.format(stem=stem)}")
@@ -267,6 +268,7 @@ def build(repo: Path) -> pd.DataFrame:
                 keys.update(fnmatch.filter(master, str(pattern)))
         for k in sorted(keys):
             config = master[k]
+            spec = _spec_of(config)
             if config.get("multinode") or config.get("framework") not in FRAMEWORK.values():
                 continue
             rows.append(
@@ -280,8 +282,8 @@ def build(repo: Path) -> pd.DataFrame:
                     "framework": config.get("framework", ""),
                     "image": config.get("image", ""),
                     "model": config.get("model", ""),
-                    "spec_decoding": _spec_of(config),
-                    "kv_cache_dtype": _kv_of(repo, commit, config),
+                    "spec_decoding": spec,
+                    "kv_cache_dtype": _kv_of(repo, commit, config, spec),
                     "source": f"SemiAnalysisAI/InferenceX@{commit[:9]} perf-changelog.yaml, "
                     "nvidia-master.yaml",
                 }

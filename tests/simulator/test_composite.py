@@ -34,6 +34,21 @@ def surface():
     return s
 
 
+def _rule_off_on(monkeypatch, name: str, off, on, *args):
+    """The surface of `args` with the table rule `composite.<name>` set to `off`, then to
+    `on` (no disk cache, in-process cache cleared around each)."""
+    from simulator.kernels import composite
+
+    monkeypatch.setenv("SPECPLAN_SURFACE_CACHE", "off")
+    got = []
+    for value in (off, on):
+        monkeypatch.setattr(composite, name, value)
+        get_composite.cache_clear()
+        got.append(get_composite(*args))
+    get_composite.cache_clear()
+    return tuple(got)
+
+
 def test_a_decode_forward_is_the_engines_step(surface):
     """layers * (layer(B) + attn(B, L)) + lm_head(B) is the engine's decode step at grid
     points (batch and KV length on the grids: no interpolation), within the 0.1% that
@@ -231,19 +246,12 @@ def test_fp8_on_a_bf16_checkpoint_falls_back_to_block_scaled_fp8(monkeypatch):
     """GLM-5 (bf16 checkpoint) served at fp8 on SGLang: the package collects its DSA
     attention only with block-scaled fp8 GEMMs, so per-tensor fp8 left all 76 silicon runs
     on the roofline (-45%); block-scaled fp8, the vendor's own fp8 release, prices them."""
-    from simulator.kernels import composite
-
     spec = default_models()["glm-5"]
     args = (spec.aic_model, spec.num_layers, spec.hidden_size, "h200", "sglang", "", "fp8")
     lay = Layout(8, 1, 8, 1)
-    monkeypatch.setattr(composite, "FP8_BLOCK_RETRY", False)
-    monkeypatch.setenv("SPECPLAN_SURFACE_CACHE", "off")
-    get_composite.cache_clear()
-    assert get_composite(*args, spec.checkpoint_dtype, "fp8", lay) is None
-    monkeypatch.setattr(composite, "FP8_BLOCK_RETRY", True)
-    get_composite.cache_clear()
-    s = get_composite(*args, spec.checkpoint_dtype, "fp8", lay)
-    get_composite.cache_clear()
+    args = (*args, spec.checkpoint_dtype, "fp8", lay)
+    off, s = _rule_off_on(monkeypatch, "FP8_BLOCK_RETRY", False, True, *args)
+    assert off is None
     assert s is not None and s.label.endswith("(fp8 as block-scaled fp8)")
     assert 0 < float(s.forward_ms(8, 1.0, 2048.0)) < 200
 
@@ -288,18 +296,10 @@ def test_a_moe_split_without_tables_is_priced_at_the_other_split(monkeypatch):
     without `--ep_size` (MoE TP2, 21 silicon runs on B200) was on the roofline at +47%.
     The same GPUs at EP2 hold and read the same share of the expert weights; the surface
     is the engine's EP2 step and its label says so."""
-    from simulator.kernels import composite
-
     gpt = "openai/gpt-oss-120b"
     args = (gpt, 36, 2880, "b200", "trtllm", "", "fp4", "fp4", "fp8", Layout(2, 1, 2, 1))
-    monkeypatch.setenv("SPECPLAN_SURFACE_CACHE", "off")
-    monkeypatch.setattr(composite, "MOE_SHARE_SWAP", False)
-    get_composite.cache_clear()
-    assert get_composite(*args) is None
-    monkeypatch.setattr(composite, "MOE_SHARE_SWAP", True)
-    get_composite.cache_clear()
-    s = get_composite(*args)
-    get_composite.cache_clear()
+    off, s = _rule_off_on(monkeypatch, "MOE_SHARE_SWAP", False, True, *args)
+    assert off is None
     assert s is not None and s.label.endswith("TP2 (MoE TP2 as EP2)")
     ep2 = compile_engine(gpt, "b200_sxm", "trtllm", "", "fp4", "fp4", "fp8", Layout(2, 1, 1, 2))
     assert float(s.forward_ms(8, 1, 1024)) == pytest.approx(
@@ -319,15 +319,8 @@ def test_vllm_mla_tables_from_before_the_collector_fix_take_trtllms_block(monkey
     lay = Layout(8, 1, 8, 1)
     args = (spec.aic_model, spec.num_layers, spec.hidden_size)
     rest = ("vllm", "", "int4", spec.checkpoint_dtype, "bf16", lay)
-    monkeypatch.setenv("SPECPLAN_SURFACE_CACHE", "off")
-    monkeypatch.setattr(composite, "MLA_BLOCK_FROM", None)
-    get_composite.cache_clear()
-    stale = get_composite(*args, "h200", *rest)
-    monkeypatch.setattr(composite, "MLA_BLOCK_FROM", "trtllm")
-    get_composite.cache_clear()
-    fixed = get_composite(*args, "h200", *rest)
-    b200 = get_composite(*args, "b200", *rest)
-    get_composite.cache_clear()
+    stale, fixed = _rule_off_on(monkeypatch, "MLA_BLOCK_FROM", None, "trtllm", *args, "h200", *rest)
+    _, b200 = _rule_off_on(monkeypatch, "MLA_BLOCK_FROM", None, "trtllm", *args, "b200", *rest)
     assert fixed.label.endswith("(MLA block from trtllm)") and "MLA" not in b200.label
     vllm = compile_engine(
         spec.aic_model, "h200_sxm", "vllm", "", "int4", spec.checkpoint_dtype, "bf16", lay
@@ -347,18 +340,12 @@ def test_prefill_missing_the_kv_dtype_is_priced_at_bf16_kv_and_decode_keeps_it(m
     """SGLang 0.5.14 on H200 has no fp8-KV context attention at Qwen3.5's head size 256:
     the 16 silicon runs of Qwen3.5-397B at TP8 EP8 were on the roofline for want of prefill
     alone. Prefill is priced at bf16 KV; decode keeps the fp8 cache's tables."""
-    from simulator.kernels import composite
-
     spec = default_models()["qwen3.5-397b-a17b"]
     lay = Layout(8, 1, 1, 8)
     args = (spec.aic_model, spec.num_layers, spec.hidden_size, "h200", "sglang", "", "fp8")
-    monkeypatch.setenv("SPECPLAN_SURFACE_CACHE", "off")
-    monkeypatch.setattr(composite, "PREFILL_KV_AS", None)
-    get_composite.cache_clear()
-    assert get_composite(*args, spec.checkpoint_dtype, "fp8", lay) is None
-    monkeypatch.setattr(composite, "PREFILL_KV_AS", "bf16")
-    get_composite.cache_clear()
-    s = get_composite(*args, spec.checkpoint_dtype, "fp8", lay)
+    fp8 = (*args, spec.checkpoint_dtype, "fp8", lay)
+    off, s = _rule_off_on(monkeypatch, "PREFILL_KV_AS", None, "bf16", *fp8)
+    assert off is None
     bf16 = get_composite(*args, spec.checkpoint_dtype, "bf16", lay)
     get_composite.cache_clear()
     assert s is not None and s.label.endswith("prefill at bf16 KV)")
@@ -416,7 +403,6 @@ def test_fp4_without_nvfp4_attention_tables_keeps_attention_at_bf16(monkeypatch)
     import json
 
     from simulator.inputs.hf_config import bundled_config_path
-    from simulator.kernels import composite
 
     quant = bundled_config_path("nvidia/GLM-5-NVFP4").with_name(
         "nvidia--GLM-5-NVFP4_hf_quant_config.json"
@@ -426,14 +412,9 @@ def test_fp4_without_nvfp4_attention_tables_keeps_attention_at_bf16(monkeypatch)
     spec = default_models()["glm-5"]
     args = (spec.aic_model, spec.num_layers, spec.hidden_size, "b200", "sglang", "", "fp4")
     lay = Layout(8, 1, 8, 1)
-    monkeypatch.setenv("SPECPLAN_SURFACE_CACHE", "off")
-    monkeypatch.setattr(composite, "FP4_ATTENTION_AS", None)
-    get_composite.cache_clear()
-    assert get_composite(*args, spec.checkpoint_dtype, "fp8", lay) is None
-    monkeypatch.setattr(composite, "FP4_ATTENTION_AS", "bfloat16")
-    get_composite.cache_clear()
-    s = get_composite(*args, spec.checkpoint_dtype, "fp8", lay)
-    get_composite.cache_clear()
+    full = (*args, spec.checkpoint_dtype, "fp8", lay)
+    off, s = _rule_off_on(monkeypatch, "FP4_ATTENTION_AS", None, "bfloat16", *full)
+    assert off is None
     assert s is not None and s.label.endswith("(fp4 experts, bf16 attention)")
     engine = compile_engine(
         spec.aic_model,

@@ -190,9 +190,11 @@ def test_the_kv_dtype_a_benchmark_script_serves_with(monkeypatch):
         (VARIABLE, ""),
     ):
         monkeypatch.setattr(inferencemax, "_git", lambda repo, *a, t=text: t)
-        assert inferencemax._kv_of(None, "c0ffee", config) == want, text
+        assert inferencemax._kv_of(None, "c0ffee", config, inferencemax._spec_of(config)) == want, (
+            text
+        )
     monkeypatch.setattr(inferencemax, "_git", lambda repo, *a: "")
-    assert inferencemax._kv_of(None, "c0ffee", config) == ""
+    assert inferencemax._kv_of(None, "c0ffee", config, inferencemax._spec_of(config)) == ""
 
 
 def test_the_script_is_the_one_the_runners_launch(monkeypatch):
@@ -205,7 +207,7 @@ def test_the_script_is_the_one_the_runners_launch(monkeypatch):
         "framework": "trt",
         "seq-len-configs": [{"search-space": [{"tp": 8, "spec-decoding": "mtp"}]}],
     }
-    inferencemax._kv_of(None, "c0ffee", config)
+    inferencemax._kv_of(None, "c0ffee", config, inferencemax._spec_of(config))
     assert asked == [
         "c0ffee:benchmarks/single_node/dsr1_fp8_h200_trt_mtp.sh",
         "c0ffee:benchmarks/single_node/fixed_seq_len/dsr1_fp8_h200_trt_mtp.sh",
@@ -223,9 +225,9 @@ def test_scripts_that_disagree_leave_the_kv_dtype_unknown(monkeypatch):
         "_git",
         lambda repo, *a: next((t for k, t in texts.items() if a[-1].endswith(f"_{k}.sh")), ""),
     )
-    assert inferencemax._kv_of(None, "c0ffee", {"model-prefix": "dsr1"}) == ""
+    assert inferencemax._kv_of(None, "c0ffee", {"model-prefix": "dsr1"}, "none") == ""
     texts["slurm"] = SGLANG_H200
-    assert inferencemax._kv_of(None, "c0ffee", {"model-prefix": "dsr1"}) == "auto"
+    assert inferencemax._kv_of(None, "c0ffee", {"model-prefix": "dsr1"}, "none") == "auto"
 
 
 def test_a_run_whose_script_serves_the_default_kv_is_scored_at_bf16():
